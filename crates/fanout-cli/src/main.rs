@@ -1,0 +1,62 @@
+//! The `fanout` binary. It owns argument parsing, wiring and presentation; every
+//! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
+
+mod migrate;
+mod output;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Make nested coding agents observable and testable.
+#[derive(Debug, Parser)]
+#[command(name = "fanout", version, about, long_about = None)]
+struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax); `FANOUT_LOG` also works.
+    #[arg(long, global = true, env = "FANOUT_LOG", default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Open the store, create the schema, run migrations and the backfill, and say what happened.
+    Migrate(migrate::MigrateArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("fanout: cannot start the async runtime: {err}");
+            return std::process::ExitCode::from(70);
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("fanout: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> Result<std::process::ExitCode> {
+    match command {
+        Command::Migrate(args) => migrate::run(args).await,
+    }
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

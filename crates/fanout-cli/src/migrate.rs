@@ -1,0 +1,92 @@
+//! `fanout migrate`: open the store (schema, migrations, backfill) and say what happened.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fanout_store::{SqlStore, StepStatus, Store};
+
+use crate::output::{DbArgs, Format};
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+pub async fn run(args: MigrateArgs) -> Result<ExitCode> {
+    let url = args.db.url();
+    let store = SqlStore::open(&url)
+        .await
+        .with_context(|| format!("opening {}", fanout_store::redact_url(&url)))?;
+    let report = store.migration_report().clone();
+    let counts = store.counts().await.context("counting rows")?;
+    let activation = store
+        .activation()
+        .await
+        .context("reading activation keys")?;
+    let failed = report
+        .steps
+        .iter()
+        .any(|s| matches!(s.status, StepStatus::Failed { .. }));
+    match args.format {
+        Format::Json => {
+            let value = serde_json::json!({
+                "database": store.target(),
+                "engine": store.engine(),
+                "schema_version": report.schema_version,
+                "steps": report.steps,
+                "activation": activation,
+                "counts": counts,
+            });
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => {
+            println!("database        {} ({})", store.target(), store.engine());
+            println!("schema version  {}", report.schema_version);
+            for step in &report.steps {
+                let what = match &step.status {
+                    StepStatus::Applied { rows } => format!("applied, {rows} row(s) backfilled"),
+                    StepStatus::AlreadyApplied => "already applied".to_owned(),
+                    StepStatus::Failed { error } => {
+                        format!("FAILED (will retry next start): {error}")
+                    }
+                };
+                println!("step            {}: {what}", step.name);
+            }
+            println!(
+                "capture since   {}",
+                activation
+                    .capture_since
+                    .as_deref()
+                    .unwrap_or("(not activated)")
+            );
+            println!(
+                "backfill through {}",
+                match activation.backfill_through.as_deref() {
+                    None => "(not activated)",
+                    Some("") => "(nothing to backfill)",
+                    Some(v) => v,
+                }
+            );
+            println!(
+                "rows            {} session(s), {} turn(s), {} message(s), {} subagent(s) ({} live, {} backfill)",
+                counts.sessions,
+                counts.turns,
+                counts.messages,
+                counts.subagents,
+                counts.subagents_live,
+                counts.subagents_backfill
+            );
+        }
+    }
+    store.close().await;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

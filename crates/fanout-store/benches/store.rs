@@ -1,0 +1,234 @@
+//! Store benchmarks, reported as ratios against a baseline measured in the same run on
+//! the same database file (these machines are noisy; absolute numbers are not comparable).
+//!
+//! `cargo bench -p fanout-store --bench store` runs both:
+//! - writer: `Store::upsert_subagent` (the full merge statement, value rules, row id)
+//!   vs a bare prepared-statement upsert loop on the same file;
+//! - backfill: the AC-21 backfill of N messages (one transaction with the keys) vs the
+//!   bare `INSERT … SELECT` of the same rows.
+//!
+//! Sizes: `FANOUT_BENCH_FRAMES` (default 20000), `FANOUT_BENCH_MESSAGES` (default 1000000).
+
+use std::time::Instant;
+
+use fanout_store::{
+    MessageRecord, SessionRecord, SqlStore, Store, SubagentRecord, Timestamp, TurnRecord,
+};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    // `cargo test --benches` runs bench targets with `--bench` absent; keep that fast.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let frames = if quick {
+        200
+    } else {
+        env_usize("FANOUT_BENCH_FRAMES", 20_000)
+    };
+    let messages = if quick {
+        2_000
+    } else {
+        env_usize("FANOUT_BENCH_MESSAGES", 1_000_000)
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        writer_vs_bare_loop(frames).await;
+        backfill_vs_bare_insert(messages).await;
+    });
+}
+
+async fn open(dir: &tempfile::TempDir, name: &str) -> SqlStore {
+    let url = format!("sqlite://{}", dir.path().join(name).display());
+    SqlStore::open(&url).await.expect("open store")
+}
+
+async fn seed_session(store: &SqlStore, session: &str) {
+    let now = Timestamp::now();
+    store
+        .upsert_session(&SessionRecord {
+            id: session.to_owned(),
+            task_id: "bench-task".to_owned(),
+            acp_session_id: None,
+            agent_execution_id: None,
+            agent_command: None,
+            cwd: None,
+            started_at: now,
+            completed_at: None,
+            updated_at: now,
+        })
+        .await
+        .expect("session");
+    store
+        .upsert_turn(&TurnRecord {
+            id: format!("{session}-turn"),
+            task_session_id: session.to_owned(),
+            task_id: "bench-task".to_owned(),
+            started_at: now,
+            completed_at: None,
+            stop_reason: None,
+            updated_at: now,
+        })
+        .await
+        .expect("turn");
+}
+
+/// Frame `i` of a stream where each tool call gets a launch, an update and a result.
+fn frame(i: usize) -> SubagentRecord {
+    let call = i / 3;
+    let step = i % 3;
+    SubagentRecord {
+        task_session_id: "bench-session".to_owned(),
+        task_id: "bench-task".to_owned(),
+        turn_id: Some("bench-session-turn".to_owned()),
+        tool_call_id: format!("toolu_{call:08}"),
+        agent_execution_id: Some("bench-exec".to_owned()),
+        subagent_type: (step > 0).then(|| "reviewer".to_owned()),
+        description: (step > 0).then(|| format!("review pass {call}")),
+        tool_status: Some(
+            if step == 2 {
+                "completed"
+            } else {
+                "in_progress"
+            }
+            .to_owned(),
+        ),
+        total_tokens: (step == 2).then_some(1_000 + call as i64),
+        tool_use_count: (step == 2).then_some(3),
+        duration_ms: (step == 2).then_some(900),
+        observed_at: Some(Timestamp::now()),
+        settled_at: (step == 2).then(Timestamp::now),
+        ..Default::default()
+    }
+}
+
+async fn writer_vs_bare_loop(frames: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, "writer.db").await;
+    seed_session(&store, "bench-session").await;
+
+    // Baseline: a bare prepared upsert with the same conflict target, on the same file
+    // and connection settings, through the same driver.
+    let url = format!("sqlite://{}", dir.path().join("writer.db").display());
+    let bare = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .expect("bare pool");
+    sqlx::query("PRAGMA synchronous = NORMAL")
+        .execute(&bare)
+        .await
+        .expect("pragma");
+    let bare_sql = "INSERT INTO task_session_subagents (id, task_session_id, task_id, tool_call_id, agent_execution_id, tool_status, total_tokens, observed_at, updated_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+        ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO UPDATE SET tool_status = excluded.tool_status, total_tokens = excluded.total_tokens, updated_at = excluded.updated_at";
+    let started = Instant::now();
+    for i in 0..frames {
+        let f = frame(i);
+        let now = Timestamp::now().canonical();
+        sqlx::query(bare_sql)
+            .bind(format!("bare-{}", f.tool_call_id))
+            .bind(&f.task_session_id)
+            .bind(&f.task_id)
+            .bind(format!("bare-{}", f.tool_call_id))
+            .bind("bench-exec")
+            .bind(&f.tool_status)
+            .bind(f.total_tokens)
+            .bind(&now)
+            .bind(&now)
+            .execute(&bare)
+            .await
+            .expect("bare upsert");
+    }
+    let bare_secs = started.elapsed().as_secs_f64();
+    bare.close().await;
+
+    let started = Instant::now();
+    for i in 0..frames {
+        store.upsert_subagent(&frame(i)).await.expect("upsert");
+    }
+    let ours_secs = started.elapsed().as_secs_f64();
+    let bare_rate = frames as f64 / bare_secs;
+    let ours_rate = frames as f64 / ours_secs;
+    println!(
+        "writer: {frames} frames; bare loop {bare_rate:.0} frames/s, Store::upsert_subagent {ours_rate:.0} frames/s; ratio {:.2}x (target >= 0.8x)",
+        ours_rate / bare_rate
+    );
+    store.close().await;
+}
+
+async fn seed_messages(store: &SqlStore, messages: usize) {
+    seed_session(store, "bench-session").await;
+    let base = Timestamp::now();
+    // Seed through one transaction-sized batch per 10k rows for speed; content is the
+    // tool-call metadata contract of DESIGN 4.1.
+    let mut batch = String::new();
+    for i in 0..messages {
+        let created = base.plus_micros(i as i64).canonical();
+        let metadata = format!(
+            r#"{{"tool_call_id":"toolu_{i:08}","title":"Task","status":"completed","normalized":{{"kind":"subagent_task","subagent_task":{{"description":"pass {i}","prompt":"p","subagent_type":"reviewer","status":"completed","total_tokens":{},"tool_use_count":{},"duration_ms":900}}}}}}"#,
+            1000 + i,
+            i % 5
+        );
+        batch.push_str(&format!(
+            "('m{i:08}', 'bench-session', 'bench-task', 'bench-session-turn', 'agent', 'tool_call', 'Task', '{metadata}', '{created}', '{created}'),"
+        ));
+        if (i + 1) % 5_000 == 0 || i + 1 == messages {
+            batch.pop();
+            store
+                .execute_raw(&format!(
+                    "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, author_type, type, content, metadata, created_at, updated_at) VALUES {batch}"
+                ))
+                .await
+                .expect("seed messages");
+            batch.clear();
+        }
+    }
+    // Both sides start un-activated.
+    store
+        .execute_raw("DELETE FROM fanout_meta WHERE key LIKE 'subagent_context_%'")
+        .await
+        .expect("reset keys");
+}
+
+async fn backfill_vs_bare_insert(messages: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let bare_store = open(&dir, "bare.db").await;
+    seed_messages(&bare_store, messages).await;
+    let started = Instant::now();
+    let inserted = bare_store
+        .execute_raw(
+            "INSERT INTO task_session_subagents (id, task_session_id, task_id, turn_id, tool_call_id, observed_at, updated_at) \
+             SELECT id, task_session_id, task_id, turn_id, json_extract(metadata, '$.tool_call_id'), created_at, updated_at \
+             FROM task_session_messages WHERE json_extract(metadata, '$.normalized.kind') = 'subagent_task' \
+             ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO NOTHING",
+        )
+        .await
+        .expect("bare insert");
+    let bare_secs = started.elapsed().as_secs_f64();
+    bare_store.close().await;
+
+    let store = open(&dir, "backfill.db").await;
+    seed_messages(&store, messages).await;
+    let started = Instant::now();
+    let steps = store.run_migrations().await;
+    let ours_secs = started.elapsed().as_secs_f64();
+    let counts = store.counts().await.expect("counts");
+    assert_eq!(
+        counts.subagents_backfill as u64, inserted,
+        "both sides insert every message"
+    );
+    println!(
+        "backfill: {messages} messages; bare INSERT…SELECT {bare_secs:.2}s, backfill step {ours_secs:.2}s ({steps:?}); ratio {:.2}x (target <= 1.1x)",
+        ours_secs / bare_secs
+    );
+    store.close().await;
+}

@@ -1,0 +1,25 @@
+//! fanout-store owns fanout's data contract (DESIGN 4): the schema of both engines,
+//! the named migration steps and the backfill, the one-statement subagent merge, the
+//! reads in AC-13 order and the health queries. It is driven by typed values.
+//!
+//! It must not know about ACP, agents, dialects, processes or presentation: callers
+//! hand it records that are already shaped like rows. The value rules it can enforce
+//! on its own ('' -> NULL, unreported or negative metrics -> NULL, `'unknown'`
+//! execution) it enforces again, so no caller can store a fake 0.
+
+mod error;
+mod model;
+mod sql;
+mod store;
+mod time;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::{StoreError, redact_url};
+pub use model::*;
+pub use store::{SqlStore, Store, subagent_row_id};
+pub use time::{Timestamp, TimestampError};
+
+/// The URL used when none is given: the embedded SQLite default.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://fanout.db";

@@ -1,0 +1,472 @@
+//! SQL text for both engines. One generator per statement, parameterised by [`Dialect`],
+//! so the merge rules are written once and the engines cannot drift apart.
+//!
+//! Placeholders are `$n` on both engines (SQLite accepts them too). Timestamps travel
+//! as canonical text; PostgreSQL casts them to `timestamptz` (the text carries `Z`, so
+//! the cast is independent of the session time zone, AC-24e) and renders them back
+//! through `AT TIME ZONE 'UTC'`.
+
+use crate::model::TERMINAL_TOOL_STATUSES;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// The schema version this build writes; a database with a higher one is refused.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+pub(crate) const KEY_SCHEMA_VERSION: &str = "schema_version";
+pub(crate) const KEY_CAPTURE_SINCE: &str = "subagent_context_capture_since";
+pub(crate) const KEY_BACKFILL_THROUGH: &str = "subagent_context_backfill_through";
+
+/// The columns of `task_session_subagents`, in insert order.
+pub(crate) const SUBAGENT_COLUMNS: [&str; 22] = [
+    "id",
+    "task_session_id",
+    "task_id",
+    "turn_id",
+    "tool_call_id",
+    "agent_execution_id",
+    "parent_tool_call_id",
+    "subagent_type",
+    "description",
+    "agent_id",
+    "child_session_id",
+    "model",
+    "agent_status",
+    "tool_status",
+    "is_async",
+    "total_tokens",
+    "tool_use_count",
+    "duration_ms",
+    "source",
+    "observed_at",
+    "settled_at",
+    "updated_at",
+];
+
+/// Text columns that replace on a non-NULL value and never blank (AC-4, AC-5).
+const FILL_FORWARD_COLUMNS: [&str; 10] = [
+    "parent_tool_call_id",
+    "subagent_type",
+    "description",
+    "agent_id",
+    "child_session_id",
+    "model",
+    "agent_status",
+    "total_tokens",
+    "tool_use_count",
+    "duration_ms",
+];
+
+impl Dialect {
+    fn ts_type(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "TEXT",
+            Dialect::Postgres => "TIMESTAMPTZ",
+        }
+    }
+
+    fn int_type(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "INTEGER",
+            Dialect::Postgres => "BIGINT",
+        }
+    }
+
+    /// A bound timestamp parameter.
+    pub(crate) fn ts_param(self, n: usize) -> String {
+        match self {
+            Dialect::Sqlite => format!("${n}"),
+            Dialect::Postgres => format!("${n}::timestamptz"),
+        }
+    }
+
+    /// A timestamp column rendered as canonical text.
+    pub(crate) fn ts_out(self, col: &str) -> String {
+        match self {
+            Dialect::Sqlite => col.to_owned(),
+            Dialect::Postgres => {
+                format!("to_char(({col}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+            }
+        }
+    }
+
+    /// A metadata text column as a JSON document that never aborts a scan on NULL, ''
+    /// or 'null' (AC-23b). SQLite additionally shields every invalid document.
+    fn json_doc(self, col: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("CASE WHEN json_valid({col}) THEN {col} ELSE '{{}}' END"),
+            Dialect::Postgres => format!(
+                "CASE WHEN {col} IS NULL OR btrim({col}) IN ('', 'null') THEN '{{}}'::jsonb ELSE {col}::jsonb END"
+            ),
+        }
+    }
+
+    /// A JSON value at `path` as text (NULL when absent).
+    fn json_text(self, doc: &str, path: &[&str]) -> String {
+        match self {
+            Dialect::Sqlite => format!("json_extract({doc}, '$.{}')", path.join(".")),
+            Dialect::Postgres => format!("({doc} #>> '{{{}}}')", path.join(",")),
+        }
+    }
+
+    /// A JSON text value with '' folded to NULL.
+    fn json_text_or_null(self, doc: &str, path: &[&str]) -> String {
+        format!("NULLIF({}, '')", self.json_text(doc, path))
+    }
+
+    /// A JSON number truncated to an integer; non-numbers and negatives are NULL, and so
+    /// is 0 when `zero_is_unreported` (AC-7a, AC-9, AC-23).
+    fn json_metric(self, doc: &str, path: &[&str], zero_is_unreported: bool) -> String {
+        let value = match self {
+            Dialect::Sqlite => format!(
+                "CASE WHEN json_type({doc}, '$.{p}') IN ('integer', 'real') THEN CAST(json_extract({doc}, '$.{p}') AS INTEGER) END",
+                p = path.join(".")
+            ),
+            Dialect::Postgres => format!(
+                "CASE WHEN jsonb_typeof({doc} #> '{{{p}}}') = 'number' THEN trunc(({doc} #>> '{{{p}}}')::numeric)::bigint END",
+                p = path.join(",")
+            ),
+        };
+        let floor = if zero_is_unreported { "<= 0" } else { "< 0" };
+        format!("(CASE WHEN ({value}) {floor} THEN NULL ELSE ({value}) END)")
+    }
+
+    /// `true`, 1, "true" and "1" are 1; anything else is 0.
+    fn json_bool(self, doc: &str, path: &[&str]) -> String {
+        format!(
+            "CASE WHEN CAST({} AS TEXT) IN ('1', 'true') THEN 1 ELSE 0 END",
+            self.json_text(doc, path)
+        )
+    }
+}
+
+pub(crate) fn terminal_status_list() -> String {
+    TERMINAL_TOOL_STATUSES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Idempotent DDL (AC-17): every statement can run on every open.
+pub(crate) fn schema(d: Dialect) -> Vec<String> {
+    let ts = d.ts_type();
+    let int = d.int_type();
+    vec![
+        "CREATE TABLE IF NOT EXISTS fanout_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL DEFAULT '')".to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS task_sessions (
+                id TEXT PRIMARY KEY,
+                task_id TEXT NOT NULL,
+                acp_session_id TEXT,
+                agent_execution_id TEXT,
+                agent_command TEXT,
+                cwd TEXT,
+                started_at {ts} NOT NULL,
+                completed_at {ts},
+                updated_at {ts} NOT NULL
+            )"
+        ),
+        "CREATE INDEX IF NOT EXISTS idx_task_sessions_task_id ON task_sessions(task_id)".to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS task_session_turns (
+                id TEXT PRIMARY KEY,
+                task_session_id TEXT NOT NULL REFERENCES task_sessions(id) ON DELETE CASCADE,
+                task_id TEXT NOT NULL,
+                started_at {ts} NOT NULL,
+                completed_at {ts},
+                stop_reason TEXT,
+                updated_at {ts} NOT NULL
+            )"
+        ),
+        "CREATE INDEX IF NOT EXISTS idx_turns_session_id ON task_session_turns(task_session_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_turns_task_id ON task_session_turns(task_id)".to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS task_session_messages (
+                id TEXT PRIMARY KEY,
+                task_session_id TEXT NOT NULL REFERENCES task_sessions(id) ON DELETE CASCADE,
+                task_id TEXT,
+                turn_id TEXT REFERENCES task_session_turns(id) ON DELETE CASCADE,
+                author_type TEXT,
+                type TEXT,
+                content TEXT,
+                metadata TEXT NOT NULL DEFAULT '{{}}',
+                created_at {ts} NOT NULL,
+                updated_at {ts} NOT NULL
+            )"
+        ),
+        "CREATE INDEX IF NOT EXISTS idx_messages_session_id ON task_session_messages(task_session_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_messages_turn_id ON task_session_messages(turn_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_messages_created_at ON task_session_messages(created_at)".to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS task_session_subagents (
+                id TEXT PRIMARY KEY,
+                task_session_id TEXT NOT NULL REFERENCES task_sessions(id) ON DELETE CASCADE,
+                task_id TEXT NOT NULL,
+                turn_id TEXT,
+                tool_call_id TEXT NOT NULL,
+                agent_execution_id TEXT NOT NULL DEFAULT 'unknown',
+                parent_tool_call_id TEXT,
+                subagent_type TEXT,
+                description TEXT,
+                agent_id TEXT,
+                child_session_id TEXT,
+                model TEXT,
+                agent_status TEXT,
+                tool_status TEXT,
+                is_async {int} NOT NULL DEFAULT 0,
+                total_tokens {int},
+                tool_use_count {int},
+                duration_ms {int},
+                source TEXT NOT NULL DEFAULT 'live',
+                observed_at {ts} NOT NULL,
+                settled_at {ts},
+                updated_at {ts} NOT NULL,
+                UNIQUE (task_session_id, agent_execution_id, tool_call_id)
+            )"
+        ),
+        "CREATE INDEX IF NOT EXISTS idx_subagents_session_id ON task_session_subagents(task_session_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_subagents_task_id ON task_session_subagents(task_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_subagents_turn_id ON task_session_subagents(turn_id)".to_owned(),
+    ]
+}
+
+/// The one subagent merge statement (AC-14): every rule lives in the conflict clause,
+/// and every SET expression reads the pre-update row, so a first terminal frame sets
+/// tool_status and settled_at together.
+pub(crate) fn upsert_subagent(d: Dialect) -> String {
+    let columns = SUBAGENT_COLUMNS.join(", ");
+    let values = SUBAGENT_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, col)| {
+            if col.ends_with("_at") {
+                d.ts_param(i + 1)
+            } else {
+                format!("${}", i + 1)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let t = "task_session_subagents";
+    let mut sets = vec![
+        // AC-2a: the first non-NULL turn wins; a NULL is filled later.
+        format!("turn_id = COALESCE({t}.turn_id, excluded.turn_id)"),
+    ];
+    sets.extend(
+        FILL_FORWARD_COLUMNS
+            .iter()
+            .map(|c| format!("{c} = COALESCE(excluded.{c}, {t}.{c})")),
+    );
+    sets.extend([
+        // AC-12: once settled, tool_status is frozen.
+        format!(
+            "tool_status = CASE WHEN {t}.settled_at IS NOT NULL THEN {t}.tool_status ELSE COALESCE(excluded.tool_status, {t}.tool_status) END"
+        ),
+        // Sticky: once async, always async.
+        format!("is_async = CASE WHEN excluded.is_async = 1 THEN 1 ELSE {t}.is_async END"),
+        // AC-11: written once, by the first terminal frame.
+        format!("settled_at = COALESCE({t}.settled_at, excluded.settled_at)"),
+        "updated_at = excluded.updated_at".to_owned(),
+        // id, task_id, source, observed_at and agent_execution_id are write-once: not listed.
+    ]);
+    format!(
+        "INSERT INTO {t} ({columns}) VALUES ({values}) \
+         ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO UPDATE SET {}",
+        sets.join(", ")
+    )
+}
+
+pub(crate) fn upsert_session(d: Dialect) -> String {
+    format!(
+        "INSERT INTO task_sessions (id, task_id, acp_session_id, agent_execution_id, agent_command, cwd, started_at, completed_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, {}, {}, {})
+         ON CONFLICT (id) DO UPDATE SET
+           acp_session_id = COALESCE(excluded.acp_session_id, task_sessions.acp_session_id),
+           agent_execution_id = COALESCE(task_sessions.agent_execution_id, excluded.agent_execution_id),
+           agent_command = COALESCE(excluded.agent_command, task_sessions.agent_command),
+           cwd = COALESCE(excluded.cwd, task_sessions.cwd),
+           completed_at = COALESCE(excluded.completed_at, task_sessions.completed_at),
+           updated_at = excluded.updated_at",
+        d.ts_param(7),
+        d.ts_param(8),
+        d.ts_param(9)
+    )
+}
+
+pub(crate) fn upsert_turn(d: Dialect) -> String {
+    format!(
+        "INSERT INTO task_session_turns (id, task_session_id, task_id, started_at, completed_at, stop_reason, updated_at)
+         VALUES ($1, $2, $3, {}, {}, $6, {})
+         ON CONFLICT (id) DO UPDATE SET
+           completed_at = COALESCE(task_session_turns.completed_at, excluded.completed_at),
+           stop_reason = COALESCE(task_session_turns.stop_reason, excluded.stop_reason),
+           updated_at = excluded.updated_at",
+        d.ts_param(4),
+        d.ts_param(5),
+        d.ts_param(7)
+    )
+}
+
+pub(crate) fn upsert_message(d: Dialect) -> String {
+    format!(
+        "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, author_type, type, content, metadata, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {}, {})
+         ON CONFLICT (id) DO UPDATE SET
+           turn_id = COALESCE(task_session_messages.turn_id, excluded.turn_id),
+           type = COALESCE(excluded.type, task_session_messages.type),
+           content = COALESCE(excluded.content, task_session_messages.content),
+           metadata = excluded.metadata,
+           updated_at = excluded.updated_at",
+        d.ts_param(9),
+        d.ts_param(10)
+    )
+}
+
+pub(crate) fn select_subagents(d: Dialect, filter_column: &str) -> String {
+    let cols = SUBAGENT_COLUMNS
+        .iter()
+        .map(|c| {
+            if c.ends_with("_at") {
+                format!("{} AS {c}", d.ts_out(c))
+            } else {
+                (*c).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "SELECT {cols} FROM task_session_subagents WHERE {filter_column} = $1 \
+         ORDER BY observed_at, tool_call_id, agent_execution_id"
+    )
+}
+
+/// The source predicate of the backfill and of the health shortfall (AC-21, AC-28):
+/// subagent tool-call messages with session, task and tool_call_id all non-empty.
+fn subagent_messages(d: Dialect, since_param: Option<usize>, require_identity: bool) -> String {
+    let doc = d.json_doc("m.metadata");
+    let mut filters = vec![format!(
+        "{} = 'subagent_task'",
+        d.json_text("md.doc", &["normalized", "kind"])
+    )];
+    if require_identity {
+        filters.push("md.task_session_id IS NOT NULL AND md.task_session_id <> ''".to_owned());
+        filters.push("md.task_id IS NOT NULL AND md.task_id <> ''".to_owned());
+        filters.push(format!(
+            "{tc} IS NOT NULL AND {tc} <> ''",
+            tc = d.json_text("md.doc", &["tool_call_id"])
+        ));
+    }
+    if let Some(n) = since_param {
+        filters.push(format!("md.created_at >= {}", d.ts_param(n)));
+    }
+    format!(
+        "SELECT md.*, {tc} AS derived_tool_call_id FROM (SELECT m.*, {doc} AS doc FROM task_session_messages m) AS md WHERE {}",
+        filters.join(" AND "),
+        tc = d.json_text("md.doc", &["tool_call_id"]),
+    )
+}
+
+/// MAX(created_at) of the backfill source, as canonical text (NULL when none).
+pub(crate) fn backfill_high_water(d: Dialect) -> String {
+    format!(
+        "SELECT {} AS high_water FROM ({}) AS src",
+        d.ts_out("MAX(src.created_at)"),
+        subagent_messages(d, None, true)
+    )
+}
+
+/// AC-21…AC-23a: one unbounded `INSERT … SELECT`, newest message per (session,
+/// tool_call_id) wins, live rows win (`DO NOTHING`).
+pub(crate) fn backfill_insert(d: Dialect) -> String {
+    let doc = "r.doc";
+    let st = |field: &str| d.json_text_or_null(doc, &["normalized", "subagent_task", field]);
+    let metric = |field: &str, zero_is_unreported: bool| {
+        d.json_metric(
+            doc,
+            &["normalized", "subagent_task", field],
+            zero_is_unreported,
+        )
+    };
+    let tool_status = d.json_text_or_null(doc, &["status"]);
+    let terminal = terminal_status_list();
+    let select = [
+        "r.id".to_owned(),
+        "r.task_session_id".to_owned(),
+        "r.task_id".to_owned(),
+        "NULLIF(r.turn_id, '')".to_owned(),
+        "r.derived_tool_call_id".to_owned(),
+        "'unknown'".to_owned(),
+        d.json_text_or_null(doc, &["parent_tool_call_id"]),
+        st("subagent_type"),
+        st("description"),
+        st("agent_id"),
+        st("child_session_id"),
+        st("model"),
+        st("status"),
+        tool_status.clone(),
+        d.json_bool(doc, &["normalized", "subagent_task", "is_async"]),
+        metric("total_tokens", true),
+        metric("tool_use_count", false),
+        metric("duration_ms", true),
+        "'backfill'".to_owned(),
+        "r.created_at".to_owned(),
+        format!("CASE WHEN {tool_status} IN ({terminal}) THEN r.updated_at END"),
+        "r.updated_at".to_owned(),
+    ];
+    format!(
+        "WITH ranked AS (
+           SELECT src.*, ROW_NUMBER() OVER (PARTITION BY src.task_session_id, src.derived_tool_call_id ORDER BY src.created_at DESC, src.id DESC) AS rn
+           FROM ({}) AS src
+         )
+         INSERT INTO task_session_subagents ({})
+         SELECT {} FROM ranked r WHERE r.rn = 1
+         ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO NOTHING",
+        subagent_messages(d, None, true),
+        SUBAGENT_COLUMNS.join(", "),
+        select.join(", ")
+    )
+}
+
+/// AC-28 shortfall: subagent message keys since `$1` with no row since `$1` (alarms).
+pub(crate) fn health_shortfall(d: Dialect) -> String {
+    format!(
+        "SELECT COUNT(*) AS n FROM (
+           SELECT src.task_session_id, src.derived_tool_call_id FROM ({}) AS src
+           EXCEPT
+           SELECT s.task_session_id, s.tool_call_id FROM task_session_subagents s WHERE s.observed_at >= {}
+         ) AS shortfall",
+        subagent_messages(d, Some(1), true),
+        d.ts_param(1)
+    )
+}
+
+/// AC-28 excess: row keys since `$1` with no subagent message since `$1` (never alarms).
+pub(crate) fn health_excess(d: Dialect) -> String {
+    format!(
+        "SELECT COUNT(*) AS n FROM (
+           SELECT s.task_session_id, s.tool_call_id FROM task_session_subagents s WHERE s.observed_at >= {}
+           EXCEPT
+           SELECT src.task_session_id, src.derived_tool_call_id FROM ({}) AS src
+         ) AS excess",
+        d.ts_param(1),
+        subagent_messages(d, Some(1), false),
+    )
+}
+
+/// AC-29: the last write since activation.
+pub(crate) fn health_last_observed(d: Dialect) -> String {
+    format!(
+        "SELECT {} AS last_observed FROM task_session_subagents WHERE observed_at >= {}",
+        d.ts_out("MAX(observed_at)"),
+        d.ts_param(1)
+    )
+}
+
+pub(crate) fn insert_meta_once() -> &'static str {
+    "INSERT INTO fanout_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+}

@@ -1,0 +1,107 @@
+//! Test support shared by every crate's test suite (feature `testing`): a fresh store
+//! per test on a real SQLite file, or on a fresh database of the PostgreSQL server named
+//! by `FANOUT_TEST_POSTGRES_URL`.
+//!
+//! PostgreSQL tests are never silently skipped where they are required: when
+//! `FANOUT_REQUIRE_POSTGRES=1` or `CI=true` and no server URL is set, they fail.
+
+use std::str::FromStr;
+
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+use crate::{SqlStore, StoreError};
+
+pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
+
+/// A fresh, empty database that lives as long as this value.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// A new SQLite file in a private temporary directory.
+    pub fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let url = format!("sqlite://{}", dir.path().join("fanout.db").display());
+        TestDb {
+            url,
+            _dir: Some(dir),
+        }
+    }
+
+    /// A new database on the test PostgreSQL server, or `None` when no server is
+    /// configured and none is required (the caller then skips, saying so).
+    pub async fn postgres() -> Option<TestDb> {
+        let Ok(admin_url) = std::env::var(POSTGRES_URL_VAR) else {
+            let required = std::env::var("FANOUT_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+                || std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(
+                !required,
+                "{POSTGRES_URL_VAR} is not set but PostgreSQL tests are required here (CI=true or FANOUT_REQUIRE_POSTGRES=1); run them through scripts/with-postgres.sh"
+            );
+            eprintln!("skipping a PostgreSQL test: {POSTGRES_URL_VAR} is not set");
+            return None;
+        };
+        let name = format!("fanout_t_{}", uuid::Uuid::new_v4().simple());
+        let options =
+            PgConnectOptions::from_str(&admin_url).expect("FANOUT_TEST_POSTGRES_URL parses");
+        let mut admin = PgConnection::connect_with(&options)
+            .await
+            .expect("connect to the test PostgreSQL server");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create a test database");
+        admin.close().await.ok();
+        Some(TestDb {
+            url: with_database(&admin_url, &name),
+            _dir: None,
+        })
+    }
+
+    pub async fn open(&self) -> Result<SqlStore, StoreError> {
+        SqlStore::open(&self.url).await
+    }
+}
+
+/// Replaces the database name of a `postgres://…/DB?query` URL.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[after_scheme..]
+        .find('/')
+        .map(|i| after_scheme + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{database}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+/// Runs one async test body against SQLite, and against PostgreSQL when available.
+/// Expands to a module with a `sqlite` and a `postgres` test.
+#[macro_export]
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let db = $crate::testing::TestDb::sqlite();
+                super::$name(db).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                if let Some(db) = $crate::testing::TestDb::postgres().await {
+                    super::$name(db).await;
+                }
+            }
+        }
+    )*};
+}
