@@ -1,0 +1,71 @@
+//! fanout's ACP wire layer.
+//!
+//! Owns: splitting the proxied byte streams into lines ([`LineFramer`]), classifying each
+//! line as JSON-RPC 2.0 per direction ([`classify`]), matching responses to requests,
+//! and turning ACP traffic into small semantic events ([`Tracker`] -> [`TrackerEvent`]):
+//! sessions opened, prompt turns started and ended, and tool-call frames
+//! ([`ToolFrame`]) with the subagent payload ([`SubagentTask`]) recognised by every
+//! dialect of DESIGN 3.3 (Claude, OpenCode, Cursor, Auggie, Codex v1/v2, ACP-native
+//! `subagent_update`, fanout's own agent). It also owns the tool-call message-metadata
+//! JSON ([`tool_call_message_metadata`]) and the terminal tool-status set
+//! ([`is_terminal_tool_status`]).
+//!
+//! Must not know: databases, timestamps, tasks, executions, turns as rows, counters of
+//! the writer. Everything here is a pure function of the lines seen so far.
+//!
+//! Robustness: no input line can panic the tracker; unknown methods, unknown
+//! `sessionUpdate` kinds and unknown fields are passed over; wrong types read as absent.
+//!
+//! ```
+//! use fanout_acp::{Direction, Tracker, TrackerEvent};
+//!
+//! let mut tracker = Tracker::new();
+//! let line = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1",
+//!   "update":{"sessionUpdate":"tool_call","toolCallId":"toolu_1","title":"Task","status":"pending",
+//!   "rawInput":{"description":"Review","prompt":"Review the diff","subagent_type":"reviewer"},
+//!   "_meta":{"claudeCode":{"toolName":"Agent"}}}}}"#;
+//! let events = tracker.observe(Direction::AgentToClient, &line.replace('\n', ""));
+//! let [TrackerEvent::Tool(frame)] = events.as_slice() else { panic!("one tool frame") };
+//! assert_eq!(frame.tool_call_id, "toolu_1");
+//! assert_eq!(frame.tool_status.as_deref(), Some("pending"));
+//! assert_eq!(frame.subagent.as_ref().map(|t| t.subagent_type.as_str()), Some("reviewer"));
+//! assert_eq!(frame.message_metadata()["normalized"]["kind"], "subagent_task");
+//! ```
+//!
+//! Row identity: a [`ToolFrame`] row is `(acp_session_id, tool_call_id)`. The session is
+//! the one the row belongs to (a native child's traffic belongs to its parent session,
+//! nested under the child's row); the id is the *emitted* id, which differs from the wire
+//! id only where the wire id would collide (Codex reusing a wire id for another child,
+//! a child's tool call id already used in the parent session).
+//!
+//! Memory is bounded: pending requests, finished plain tool calls, finished subagent rows,
+//! parked `cursor/task` requests and Codex aliases are capped (oldest evicted first);
+//! unfinished subagent rows are never evicted, and prompt end forgets no row.
+//!
+//! Why no `agent-client-protocol-schema` types: its `SessionUpdate` enum rejects a whole
+//! update when one field has the wrong type, and `_meta`/`rawInput`/`rawOutput` must
+//! stay untyped anyway; every field we read is optional and read leniently from
+//! `serde_json::Value` instead, which also keeps the dependency tree to serde alone.
+
+mod codex;
+mod dialect;
+mod event;
+mod framing;
+mod json;
+mod jsonrpc;
+mod metadata;
+mod subagent;
+mod tracker;
+
+pub use dialect::Dialect;
+pub use event::{
+    FrameOrigin, IgnoredReason, SessionOpenMethod, ToolFrame, TrackerEvent, TrackerStats,
+};
+pub use framing::{DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer};
+pub use jsonrpc::{
+    Direction, Message, NotUnderstoodReason, RequestId, ResponseOutcome, RpcError, classify,
+    classify_bytes, classify_value,
+};
+pub use metadata::{is_terminal_tool_status, normalized_kind, tool_call_message_metadata};
+pub use subagent::SubagentTask;
+pub use tracker::Tracker;

@@ -1,0 +1,357 @@
+//! Every example transcript of `acp-examples/` produces exactly the rows its README lists.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fanout_acp::{Direction, SubagentTask, ToolFrame, Tracker, TrackerEvent};
+use serde_json::Value;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp-examples")
+}
+
+/// Feeds one transcript (header line, then `{ts, dir, line}`) through a fresh tracker.
+fn replay(name: &str) -> Vec<TrackerEvent> {
+    let text = std::fs::read_to_string(examples_dir().join(name)).unwrap();
+    let mut lines = text.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["type"], "fanout-transcript");
+    let mut tracker = Tracker::new();
+    let mut events = Vec::new();
+    for line in lines.filter(|l| !l.trim().is_empty()) {
+        let record: Value = serde_json::from_str(line).unwrap();
+        let direction = Direction::from_tag(record["dir"].as_str().unwrap()).unwrap();
+        events.extend(tracker.observe(direction, record["line"].as_str().unwrap()));
+    }
+    let stats = tracker.stats();
+    assert_eq!(stats.not_understood, 0, "{name}");
+    assert_eq!(stats.unmatched_responses, 0, "{name}");
+    events
+}
+
+fn tool_frames(events: &[TrackerEvent]) -> Vec<&ToolFrame> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            TrackerEvent::Tool(frame) => Some(&**frame),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the store would end up with per subagent row: the final cumulative payload and
+/// the settled (first terminal, else last) tool status.
+#[derive(Debug, PartialEq)]
+struct Row {
+    acp_session_id: String,
+    parent_tool_call_id: Option<String>,
+    tool_status: Option<String>,
+    task: SubagentTask,
+}
+
+fn subagent_rows(events: &[TrackerEvent]) -> BTreeMap<String, Row> {
+    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    for frame in tool_frames(events) {
+        let Some(task) = &frame.subagent else {
+            continue;
+        };
+        let row = rows
+            .entry(frame.tool_call_id.clone())
+            .or_insert_with(|| Row {
+                acp_session_id: frame.acp_session_id.clone(),
+                parent_tool_call_id: None,
+                tool_status: None,
+                task: SubagentTask::default(),
+            });
+        assert_eq!(row.acp_session_id, frame.acp_session_id);
+        row.task = task.clone();
+        if row.parent_tool_call_id.is_none() {
+            row.parent_tool_call_id = frame.parent_tool_call_id.clone();
+        }
+        let settled = row
+            .tool_status
+            .as_deref()
+            .is_some_and(fanout_acp::is_terminal_tool_status);
+        if !settled && let Some(status) = &frame.tool_status {
+            row.tool_status = Some(status.clone());
+        }
+        assert_eq!(
+            frame.last_tool_status, row.tool_status,
+            "{}",
+            frame.tool_call_id
+        );
+    }
+    rows
+}
+
+fn ids(rows: &BTreeMap<String, Row>) -> Vec<&str> {
+    rows.keys().map(String::as_str).collect()
+}
+
+fn session_and_turn(events: &[TrackerEvent], session: &str) {
+    assert!(events.contains(&TrackerEvent::SessionOpened {
+        acp_session_id: session.into(),
+        cwd: Some("/home/dev/proj".into()),
+        method: fanout_acp::SessionOpenMethod::New,
+    }));
+    assert!(events.contains(&TrackerEvent::PromptStarted {
+        acp_session_id: session.into(),
+        request_id: "2".into(),
+    }));
+    assert!(events.contains(&TrackerEvent::PromptEnded {
+        acp_session_id: session.into(),
+        request_id: "2".into(),
+        stop_reason: Some("end_turn".into()),
+        error: None,
+    }));
+}
+
+#[test]
+fn claude_three_reviewers() {
+    let events = replay("claude.transcript.jsonl");
+    let session = "c1a2b3c4-0000-4000-8000-000000000001";
+    session_and_turn(&events, session);
+    let rows = subagent_rows(&events);
+    assert_eq!(
+        ids(&rows),
+        ["toolu_01REVIEW01", "toolu_01REVIEW02", "toolu_01REVIEW03"]
+    );
+
+    let review01 = &rows["toolu_01REVIEW01"];
+    assert_eq!(review01.acp_session_id, session);
+    assert_eq!(review01.tool_status.as_deref(), Some("completed"));
+    assert_eq!(review01.parent_tool_call_id, None);
+    assert_eq!(
+        review01.task,
+        SubagentTask {
+            description: "security-reviewer pass".into(),
+            prompt: "Review the diff as security-reviewer".into(),
+            subagent_type: "security-reviewer".into(),
+            status: Some("completed".into()),
+            agent_id: Some("a9f3c2d1e0b4a5c6".into()),
+            model: Some("claude-opus-4-8[1m]".into()),
+            duration_ms: Some(48213),
+            total_tokens: Some(275_717),
+            tool_use_count: Some(11),
+            result_text: Some("VERDICT: APPROVE".into()),
+            ..SubagentTask::default()
+        }
+    );
+
+    let review02 = &rows["toolu_01REVIEW02"];
+    assert_eq!(review02.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        review02.task,
+        SubagentTask {
+            description: "perf-reviewer pass".into(),
+            prompt: "Review the diff as perf-reviewer".into(),
+            subagent_type: "perf-reviewer".into(),
+            status: Some("completed".into()),
+            agent_id: Some("b1b2b3b4b5b6b7b8".into()),
+            duration_ms: Some(900),
+            total_tokens: Some(1200),
+            tool_use_count: Some(0),
+            result_text: Some("no findings".into()),
+            ..SubagentTask::default()
+        }
+    );
+
+    let review03 = &rows["toolu_01REVIEW03"];
+    assert_eq!(review03.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        review03.task,
+        SubagentTask {
+            description: "style-reviewer pass".into(),
+            prompt: "Review the diff as style-reviewer".into(),
+            subagent_type: "style-reviewer".into(),
+            status: Some("async_launched".into()),
+            agent_id: Some("c7c7c7c7c7c7c7c7".into()),
+            is_async: true,
+            output_file: Some("/tmp/tasks/c7c7.output".into()),
+            can_read_output_file: true,
+            ..SubagentTask::default()
+        }
+    );
+    let metadata = tool_frames(&events)
+        .into_iter()
+        .rfind(|frame| frame.tool_call_id == "toolu_01REVIEW03")
+        .unwrap()
+        .message_metadata();
+    let task = &metadata["normalized"]["subagent_task"];
+    assert_eq!(metadata["status"], "completed");
+    assert_eq!(metadata["normalized"]["kind"], "subagent_task");
+    assert_eq!(task["is_async"], true);
+    for metric in ["duration_ms", "total_tokens", "tool_use_count"] {
+        assert!(task.get(metric).is_none(), "{metric}");
+    }
+
+    // The nested Bash call is a plain tool call carrying its parent.
+    let bash: Vec<&ToolFrame> = tool_frames(&events)
+        .into_iter()
+        .filter(|frame| frame.tool_call_id == "toolu_01CHILDBASH")
+        .collect();
+    assert_eq!(bash.len(), 2);
+    for frame in &bash {
+        assert!(frame.subagent.is_none());
+        assert_eq!(
+            frame.parent_tool_call_id.as_deref(),
+            Some("toolu_01REVIEW01")
+        );
+        assert_eq!(
+            frame.message_metadata()["parent_tool_call_id"],
+            "toolu_01REVIEW01"
+        );
+    }
+    assert_eq!(bash[1].tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        bash[0].message_metadata()["normalized"]["kind"],
+        "shell_exec"
+    );
+}
+
+#[test]
+fn opencode_task() {
+    let events = replay("opencode.transcript.jsonl");
+    session_and_turn(&events, "ses_parent_opencode");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["call_7"]);
+    let row = &rows["call_7"];
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "Investigate".into(),
+            prompt: "Find why test_login fails".into(),
+            subagent_type: "general".into(),
+            child_session_id: Some("ses_child_1".into()),
+            model: Some("opencode/big-pickle".into()),
+            ..SubagentTask::default()
+        }
+    );
+}
+
+#[test]
+fn cursor_task_side_request() {
+    let events = replay("cursor.transcript.jsonl");
+    session_and_turn(&events, "cur-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["tool_2494c23d"]);
+    let row = &rows["tool_2494c23d"];
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "Summarize src JS files".into(),
+            prompt: "Summarize src JS files".into(),
+            agent_id: Some("eaa12f70-60506ebd5c78".into()),
+            model: Some("composer-2.5-fast".into()),
+            duration_ms: Some(4200),
+            ..SubagentTask::default()
+        }
+    );
+    let side = tool_frames(&events)
+        .into_iter()
+        .find(|frame| frame.origin == fanout_acp::FrameOrigin::CursorTask)
+        .unwrap();
+    assert_eq!(side.tool_status.as_deref(), Some("in_progress"));
+    assert_eq!(
+        side.subagent.as_ref().unwrap().agent_id.as_deref(),
+        Some("eaa12f70-60506ebd5c78")
+    );
+}
+
+#[test]
+fn auggie_title_only() {
+    let events = replay("auggie.transcript.jsonl");
+    session_and_turn(&events, "aug-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["t-9"]);
+    let row = &rows["t-9"];
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "find the bug in the parser".into(),
+            subagent_type: "explore".into(),
+            result_text: Some("Bug is at parser.rs:42.".into()),
+            ..SubagentTask::default()
+        }
+    );
+}
+
+#[test]
+fn codex_spawn_and_foreign_lifecycle() {
+    let events = replay("codex.transcript.jsonl");
+    session_and_turn(&events, "cx-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["call-spawn"]);
+    let row = &rows["call-spawn"];
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(row.parent_tool_call_id, None);
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "Audit the ACP adapter".into(),
+            prompt: "Audit the ACP adapter".into(),
+            subagent_type: "review_agent".into(),
+            status: Some("completed".into()),
+            model: Some("gpt-5.2-codex".into()),
+            child_session_id: Some("thread-child".into()),
+            ..SubagentTask::default()
+        }
+    );
+    assert!(
+        tool_frames(&events)
+            .iter()
+            .all(|frame| frame.tool_call_id != "call-term"),
+        "no row or message for the lifecycle wire id"
+    );
+}
+
+#[test]
+fn acp_native_subagent_update() {
+    let events = replay("acp-native.transcript.jsonl");
+    session_and_turn(&events, "parent-native");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["child-native-1"]);
+    let row = &rows["child-native-1"];
+    assert_eq!(row.acp_session_id, "parent-native");
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "Reviews the diff".into(),
+            status: Some("idle".into()),
+            child_session_id: Some("child-native-1".into()),
+            ..SubagentTask::default()
+        }
+    );
+    let spawn: Vec<&ToolFrame> = tool_frames(&events)
+        .into_iter()
+        .filter(|frame| frame.tool_call_id == "spawn-1")
+        .collect();
+    assert_eq!(spawn.len(), 3);
+    assert!(spawn.iter().all(|frame| frame.subagent.is_none()));
+    assert!(events.contains(&TrackerEvent::SessionUpdate {
+        acp_session_id: "parent-native".into(),
+        wire_session_id: "child-native-1".into(),
+        update_kind: "agent_message_chunk".into(),
+        parent_tool_call_id: Some("child-native-1".into()),
+    }));
+}
+
+/// The fixtures are copies of `shared/acp-examples`; when that directory is beside the
+/// checkout, they must not have drifted.
+#[test]
+fn fixtures_match_shared_examples_when_present() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/acp-examples");
+    if !shared.is_dir() {
+        return;
+    }
+    for entry in std::fs::read_dir(&shared).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        let ours = std::fs::read(examples_dir().join(name)).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), ours, "{}", path.display());
+    }
+}
