@@ -1,0 +1,781 @@
+//! The agent loop: one prompt turn of one session (model stream -> tool calls ->
+//! results -> ... until the model ends its turn), including subagent children,
+//! which are sessions of their own run to completion inside the parent's tool
+//! call.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use fanout_sessionlog::{
+    Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, SessionLogWriter, SubagentMode,
+    Timestamp, WriteError,
+};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::model::{
+    ContentPart, GenerateOptions, LanguageModel, Message, ModelError, ModelRequest, Role,
+};
+use crate::tools::{self, LIST_DIR, READ_FILE, SUBAGENT};
+use crate::wire::{Outbox, message_chunk, session_link, text_content};
+
+/// Everything a running agent needs besides its sessions.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The model provider.
+    pub model: Arc<dyn LanguageModel>,
+    /// The model name sent with each request.
+    pub model_name: String,
+    /// Where session logs go.
+    pub sessions_root: PathBuf,
+    /// Deepest allowed subagent nesting (a root session is depth 0).
+    pub max_depth: u32,
+    /// Output token limit per model call.
+    pub max_tokens: u32,
+    /// Model calls allowed in one prompt turn of one session.
+    pub max_steps: u32,
+    /// The system prompt.
+    pub system_prompt: String,
+}
+
+/// The default system prompt.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are fanout's reference coding agent. You can read files in the \
+working directory with read_file and list_dir, and delegate self-contained subtasks with the subagent tool \
+(mode spawn for a fresh helper, fork for a helper that sees this conversation). Be concise.";
+
+/// Why a prompt turn ended (the ACP `stopReason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+}
+
+impl StopReason {
+    pub(crate) fn as_str(&self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+
+    fn from_model(reason: ModelStopReason) -> Self {
+        match reason {
+            ModelStopReason::MaxTokens => StopReason::MaxTokens,
+            ModelStopReason::Refusal => StopReason::Refusal,
+            ModelStopReason::EndTurn | ModelStopReason::ToolUse | ModelStopReason::StopSequence => {
+                StopReason::EndTurn
+            }
+        }
+    }
+}
+
+/// How a turn ended normally.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnSummary {
+    pub(crate) stop_reason: StopReason,
+    /// The text of the last model response.
+    pub(crate) final_text: String,
+}
+
+/// A turn that could not finish.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TurnError {
+    #[error("model call failed: {0}")]
+    Model(#[from] ModelError),
+    #[error("cannot write the session log: {0}")]
+    Log(#[from] WriteError),
+}
+
+/// What a turn runs with: shared config, the client channel, and the
+/// cancellation flag of the root session's current prompt.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnEnv {
+    pub(crate) cfg: Arc<AgentConfig>,
+    pub(crate) out: Outbox,
+    /// The client advertised `clientCapabilities.subagents`.
+    pub(crate) subagents: bool,
+    pub(crate) cancel: watch::Receiver<bool>,
+}
+
+impl TurnEnv {
+    fn is_cancelled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+}
+
+/// Resolves when the flag becomes true (never, if its sender is gone).
+async fn cancelled(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        futures::future::pending::<()>().await;
+    }
+}
+
+/// One session: its conversation, its log, its counters.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) id: String,
+    /// Canonical cwd, for tool confinement.
+    cwd: PathBuf,
+    /// The cwd as the client gave it (header and bucket).
+    cwd_text: String,
+    depth: u32,
+    history: Vec<Message>,
+    log: SessionLogWriter,
+    /// Every event in the log, for fork prefixes.
+    events: Vec<Event>,
+    model_calls: u64,
+    /// History length and event count just before the current model call:
+    /// what a fork child started from this call's tool uses inherits.
+    checkpoint: (usize, usize),
+    /// Whether this session's updates are sent to the client.
+    visible: bool,
+    usage_total: u64,
+    tool_use_count: u64,
+}
+
+impl Session {
+    /// A new root session (ACP `session/new`) with its log.
+    pub(crate) fn new_root(
+        cfg: &AgentConfig,
+        cwd: PathBuf,
+        cwd_text: String,
+    ) -> Result<Self, WriteError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let header = Header {
+            version: FORMAT_VERSION,
+            id: id.clone(),
+            created_at: Timestamp::now(),
+            parent_session: None,
+            parent_tool_call_id: None,
+            backend: Backend::Root,
+            seed_boundary: None,
+            cwd: cwd_text.clone(),
+        };
+        let log = SessionLogWriter::create(&cfg.sessions_root, &header)?;
+        Ok(Self {
+            id,
+            cwd,
+            cwd_text,
+            depth: 0,
+            history: Vec::new(),
+            log,
+            events: Vec::new(),
+            model_calls: 0,
+            checkpoint: (0, 0),
+            visible: true,
+            usage_total: 0,
+            tool_use_count: 0,
+        })
+    }
+
+    fn record(&mut self, event: Event) -> Result<(), WriteError> {
+        self.log.append(&event)?;
+        self.events.push(event);
+        Ok(())
+    }
+
+    fn push_user(&mut self, part: ContentPart) {
+        match self.history.last_mut() {
+            Some(last) if last.role == Role::User => last.content.push(part),
+            _ => self.history.push(Message {
+                role: Role::User,
+                content: vec![part],
+            }),
+        }
+    }
+
+    async fn update(&self, env: &TurnEnv, update: Value) {
+        if self.visible {
+            env.out.update(&self.id, update).await;
+        }
+    }
+}
+
+/// Runs one prompt turn and records its `turn/end`.
+pub(crate) fn run_turn<'a>(
+    session: &'a mut Session,
+    env: &'a TurnEnv,
+    prompt: String,
+) -> BoxFuture<'a, Result<TurnSummary, TurnError>> {
+    Box::pin(async move {
+        let result = turn(session, env, prompt).await;
+        let stop_reason = match &result {
+            Ok(summary) => summary.stop_reason.as_str(),
+            Err(_) => "error",
+        };
+        let end = session.record(Event::TurnEnd {
+            ts: Timestamp::now(),
+            stop_reason: stop_reason.into(),
+        });
+        match (result, end) {
+            (Ok(summary), Ok(())) => Ok(summary),
+            (Ok(_), Err(err)) => Err(err.into()),
+            (Err(err), _) => Err(err),
+        }
+    })
+}
+
+#[derive(Debug)]
+struct PendingTool {
+    id: String,
+    name: String,
+    json: String,
+}
+
+struct ToolOutcome {
+    content: String,
+    is_error: bool,
+}
+
+async fn turn(
+    session: &mut Session,
+    env: &TurnEnv,
+    prompt: String,
+) -> Result<TurnSummary, TurnError> {
+    let cfg = env.cfg.clone();
+    session.record(Event::UserMessage {
+        ts: Timestamp::now(),
+        text: prompt.clone(),
+    })?;
+    session.push_user(ContentPart::Text { text: prompt });
+    let mut last_text = String::new();
+    let summary = |stop_reason, final_text: &str| TurnSummary {
+        stop_reason,
+        final_text: final_text.to_string(),
+    };
+    for _step in 0..cfg.max_steps {
+        if env.is_cancelled() {
+            return Ok(summary(StopReason::Cancelled, &last_text));
+        }
+        session.checkpoint = (session.history.len(), session.events.len());
+        let ordinal = session.model_calls;
+        session.model_calls += 1;
+        session.record(Event::ModelRequest {
+            ts: Timestamp::now(),
+            ordinal,
+            model: cfg.model_name.clone(),
+        })?;
+        let request = ModelRequest {
+            model: cfg.model_name.clone(),
+            system: Some(cfg.system_prompt.clone()).filter(|s| !s.is_empty()),
+            messages: session.history.clone(),
+            tools: tools::tool_specs(),
+            max_tokens: cfg.max_tokens,
+        };
+        let options = GenerateOptions::for_session(session.id.clone());
+        let started = tokio::select! {
+            biased;
+            () = cancelled(env.cancel.clone()) => None,
+            result = cfg.model.stream(request, options) => Some(result),
+        };
+        let mut stream = match started {
+            None => return Ok(summary(StopReason::Cancelled, &last_text)),
+            Some(Ok(stream)) => stream,
+            Some(Err(err)) => return Err(model_failed(session, ordinal, err)),
+        };
+
+        let mut text = String::new();
+        let mut pending: Vec<PendingTool> = Vec::new();
+        let mut stop = None;
+        let mut was_cancelled = false;
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = cancelled(env.cancel.clone()) => { was_cancelled = true; break; }
+                next = stream.next() => next,
+            };
+            let chunk = match next {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(err)) => return Err(model_failed(session, ordinal, err)),
+                None => {
+                    let err = ModelError::Stream {
+                        provider: cfg.model.provider_name().to_string(),
+                        message: "the response ended without a stop event".into(),
+                    };
+                    return Err(model_failed(session, ordinal, err));
+                }
+            };
+            session.record(Event::AssistantChunk {
+                ts: Timestamp::now(),
+                chunk: chunk.clone(),
+            })?;
+            match chunk {
+                Chunk::TextDelta { text: delta } => {
+                    session.update(env, message_chunk(&delta)).await;
+                    text.push_str(&delta);
+                }
+                Chunk::ToolUseStart { id, name } => pending.push(PendingTool {
+                    id,
+                    name,
+                    json: String::new(),
+                }),
+                Chunk::ToolUseDelta { id, partial_json } => {
+                    match pending.iter_mut().rev().find(|t| t.id == id) {
+                        Some(tool) => tool.json.push_str(&partial_json),
+                        None => {
+                            let err = ModelError::Stream {
+                                provider: cfg.model.provider_name().to_string(),
+                                message: format!("tool-use delta for unknown tool use {id:?}"),
+                            };
+                            return Err(model_failed(session, ordinal, err));
+                        }
+                    }
+                }
+                Chunk::Stop { stop_reason, usage } => {
+                    session.usage_total = session.usage_total.saturating_add(usage.total());
+                    stop = Some(stop_reason);
+                    break;
+                }
+            }
+        }
+        drop(stream);
+
+        if was_cancelled {
+            if !text.is_empty() {
+                session.history.push(Message {
+                    role: Role::Assistant,
+                    content: vec![ContentPart::Text { text: text.clone() }],
+                });
+            }
+            return Ok(summary(StopReason::Cancelled, &text));
+        }
+
+        let parsed: Vec<Result<Value, String>> = pending.iter().map(parse_arguments).collect();
+        let mut content = Vec::new();
+        if !text.is_empty() {
+            content.push(ContentPart::Text { text: text.clone() });
+        }
+        for (tool, args) in pending.iter().zip(&parsed) {
+            content.push(ContentPart::ToolUse {
+                id: tool.id.clone(),
+                name: tool.name.clone(),
+                input: args.clone().unwrap_or_else(|_| json!({})),
+            });
+        }
+        if !content.is_empty() {
+            session.history.push(Message {
+                role: Role::Assistant,
+                content,
+            });
+        }
+        last_text = text;
+
+        if pending.is_empty() {
+            let reason = stop.map_or(StopReason::EndTurn, StopReason::from_model);
+            return Ok(summary(reason, &last_text));
+        }
+        for (tool, args) in pending.iter().zip(parsed) {
+            let outcome = execute_tool(session, env, tool, args).await?;
+            session.tool_use_count += 1;
+            session.push_user(ContentPart::ToolResult {
+                tool_use_id: tool.id.clone(),
+                content: outcome.content,
+                is_error: outcome.is_error,
+            });
+        }
+    }
+    Ok(summary(StopReason::MaxTurnRequests, &last_text))
+}
+
+/// Records a failed model call and turns it into the turn's error.
+fn model_failed(session: &mut Session, ordinal: u64, err: ModelError) -> TurnError {
+    let logged = session.record(Event::ModelError {
+        ts: Timestamp::now(),
+        ordinal,
+        message: err.to_string(),
+    });
+    match logged {
+        Ok(()) => TurnError::Model(err),
+        Err(log) => TurnError::Log(log),
+    }
+}
+
+fn parse_arguments(tool: &PendingTool) -> Result<Value, String> {
+    if tool.json.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(&tool.json) {
+        Ok(value) if value.is_object() => Ok(value),
+        Ok(_) => Err(format!(
+            "invalid arguments for {}: expected a JSON object",
+            tool.name
+        )),
+        Err(err) => Err(format!("invalid JSON arguments for {}: {err}", tool.name)),
+    }
+}
+
+fn tool_kind(name: &str) -> &'static str {
+    match name {
+        READ_FILE => "read",
+        LIST_DIR => "search",
+        _ => "other",
+    }
+}
+
+fn tool_title(name: &str, input: Option<&Value>) -> String {
+    let arg = |k: &str| input.and_then(|i| i.get(k)).and_then(Value::as_str);
+    match name {
+        READ_FILE => format!("Read {}", arg("path").unwrap_or("?")),
+        LIST_DIR => format!("List {}", arg("path").unwrap_or(".")),
+        SUBAGENT => format!("Subagent: {}", arg("description").unwrap_or("?")),
+        other => other.to_string(),
+    }
+}
+
+async fn execute_tool(
+    session: &mut Session,
+    env: &TurnEnv,
+    tool: &PendingTool,
+    args: Result<Value, String>,
+) -> Result<ToolOutcome, TurnError> {
+    session.record(Event::ToolCall {
+        ts: Timestamp::now(),
+        tool_call_id: tool.id.clone(),
+        name: tool.name.clone(),
+        input: args
+            .clone()
+            .unwrap_or_else(|_| Value::String(tool.json.clone())),
+    })?;
+    let outcome = match (tool.name.as_str(), args) {
+        (SUBAGENT, Ok(input)) => run_subagent(session, env, &tool.id, input).await?,
+        (name, args) => {
+            let raw_input = match &args {
+                Ok(input) => input.clone(),
+                Err(_) => Value::String(tool.json.clone()),
+            };
+            let mut call = json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": tool.id,
+                "title": tool_title(name, args.as_ref().ok()),
+                "kind": tool_kind(name),
+                "status": "pending",
+                "rawInput": raw_input,
+            });
+            if name == SUBAGENT {
+                call["_meta"] = json!({"fanout": {"subagent": {"status": "failed"}}});
+            }
+            session.update(env, call).await;
+            let result = match args {
+                Err(message) => Err(message),
+                Ok(input) if name == READ_FILE || name == LIST_DIR => {
+                    session
+                        .update(
+                            env,
+                            json!({"sessionUpdate": "tool_call_update", "toolCallId": tool.id, "status": "in_progress"}),
+                        )
+                        .await;
+                    let cwd = session.cwd.clone();
+                    let name = name.to_string();
+                    tokio::task::spawn_blocking(move || {
+                        tools::run_workspace_tool(&cwd, &name, &input)
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the tool crashed: {e}")))
+                }
+                Ok(_) => Err(format!(
+                    "unknown tool {name:?}; available: {SUBAGENT}, {READ_FILE}, {LIST_DIR}"
+                )),
+            };
+            let (status, content, is_error) = match result {
+                Ok(text) => ("completed", text, false),
+                Err(message) => ("failed", message, true),
+            };
+            session
+                .update(
+                    env,
+                    json!({
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": tool.id,
+                        "status": status,
+                        "content": [text_content(&content)],
+                    }),
+                )
+                .await;
+            ToolOutcome { content, is_error }
+        }
+    };
+    session.record(Event::ToolResult {
+        ts: Timestamp::now(),
+        tool_call_id: tool.id.clone(),
+        is_error: outcome.is_error,
+        content: outcome.content.clone(),
+    })?;
+    Ok(outcome)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubagentArgs {
+    description: String,
+    prompt: String,
+    #[serde(default)]
+    subagent_type: Option<String>,
+    mode: SubagentMode,
+}
+
+async fn run_subagent(
+    session: &mut Session,
+    env: &TurnEnv,
+    call_id: &str,
+    input: Value,
+) -> Result<ToolOutcome, TurnError> {
+    let cfg = env.cfg.clone();
+    let refuse = |meta: Value, message: String| {
+        (
+            json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": tool_title(SUBAGENT, Some(&input)),
+                "kind": "other",
+                "status": "pending",
+                "rawInput": input,
+                "_meta": {"fanout": {"subagent": meta}},
+            }),
+            message,
+        )
+    };
+    let args = match SubagentArgs::deserialize(&input) {
+        Ok(args) => args,
+        Err(err) => {
+            let (call, message) = refuse(
+                json!({"status": "failed"}),
+                format!("invalid arguments for subagent: {err}"),
+            );
+            return Ok(fail_tool(session, env, call_id, call, message).await);
+        }
+    };
+    let child_depth = session.depth + 1;
+    if child_depth > cfg.max_depth {
+        let (call, message) = refuse(
+            json!({"mode": args.mode.as_str(), "subagentType": args.subagent_type, "status": "failed"}),
+            format!(
+                "subagent nesting depth limit reached: this session is at depth {} and --max-depth is {}; \
+                 do the task directly instead",
+                session.depth, cfg.max_depth
+            ),
+        );
+        return Ok(fail_tool(session, env, call_id, call, message).await);
+    }
+
+    let child_id = uuid::Uuid::now_v7().to_string();
+    let mut meta = json!({
+        "childSessionId": child_id,
+        "mode": args.mode.as_str(),
+        "subagentType": args.subagent_type,
+        "status": "running",
+        "model": cfg.model_name,
+    });
+    session
+        .update(
+            env,
+            json!({
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": format!("Subagent: {}", args.description),
+                "kind": "other",
+                "status": "pending",
+                "rawInput": input,
+                "_meta": {"fanout": {"subagent": meta}},
+            }),
+        )
+        .await;
+    session.record(Event::SubagentStart {
+        ts: Timestamp::now(),
+        tool_call_id: call_id.to_string(),
+        child_session_id: child_id.clone(),
+        mode: args.mode,
+        subagent_type: args.subagent_type.clone(),
+        description: args.description.clone(),
+    })?;
+    let child_visible = env.subagents && session.visible;
+    if child_visible {
+        let mut announce = json!({
+            "sessionUpdate": "subagent_update",
+            "sessionId": child_id,
+            "description": args.description,
+            "state": {"state": "running"},
+        });
+        if let Some(kind) = &args.subagent_type {
+            announce["title"] = json!(kind);
+        }
+        session.update(env, announce).await;
+    }
+    session
+        .update(
+            env,
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "in_progress",
+                "content": [session_link(&child_id)],
+            }),
+        )
+        .await;
+
+    let started = Instant::now();
+    let (history, prefix) = match args.mode {
+        SubagentMode::Spawn => (Vec::new(), Vec::new()),
+        SubagentMode::Fork => {
+            let (messages, events) = session.checkpoint;
+            (
+                session.history[..messages.min(session.history.len())].to_vec(),
+                session.events[..events.min(session.events.len())].to_vec(),
+            )
+        }
+    };
+    let header = Header {
+        version: FORMAT_VERSION,
+        id: child_id.clone(),
+        created_at: Timestamp::now(),
+        parent_session: Some(session.id.clone()),
+        parent_tool_call_id: Some(call_id.to_string()),
+        backend: args.mode.backend(),
+        seed_boundary: (args.mode == SubagentMode::Fork).then_some(prefix.len()),
+        cwd: session.cwd_text.clone(),
+    };
+    let writer = match args.mode {
+        SubagentMode::Spawn => SessionLogWriter::create(&cfg.sessions_root, &header),
+        SubagentMode::Fork => SessionLogWriter::create_fork(&cfg.sessions_root, &header, &prefix),
+    };
+    let result = match writer {
+        Err(err) => Err(format!("cannot create the subagent's session log: {err}")),
+        Ok(log) => {
+            let mut child = Session {
+                id: child_id.clone(),
+                cwd: session.cwd.clone(),
+                cwd_text: session.cwd_text.clone(),
+                depth: child_depth,
+                history,
+                log,
+                events: prefix,
+                model_calls: 0,
+                checkpoint: (0, 0),
+                visible: child_visible,
+                usage_total: 0,
+                tool_use_count: 0,
+            };
+            let result = run_turn(&mut child, env, args.prompt.clone()).await;
+            Ok((result, child.usage_total, child.tool_use_count))
+        }
+    };
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+
+    let (status, stop_reason, text, is_error, tokens, tool_uses) = match result {
+        Err(message) => ("failed", None, message, true, 0, 0),
+        Ok((Ok(done), tokens, uses)) if done.stop_reason == StopReason::Cancelled => (
+            "cancelled",
+            Some(done.stop_reason),
+            "the subagent was cancelled".to_string(),
+            true,
+            tokens,
+            uses,
+        ),
+        Ok((Ok(done), tokens, uses)) => {
+            let text = if done.final_text.is_empty() {
+                "(the subagent returned no text)".to_string()
+            } else {
+                done.final_text
+            };
+            (
+                "completed",
+                Some(done.stop_reason),
+                text,
+                false,
+                tokens,
+                uses,
+            )
+        }
+        Ok((Err(err), tokens, uses)) => (
+            "failed",
+            None,
+            format!("subagent failed: {err}"),
+            true,
+            tokens,
+            uses,
+        ),
+    };
+    session.record(Event::SubagentEnd {
+        ts: Timestamp::now(),
+        tool_call_id: call_id.to_string(),
+        child_session_id: child_id.clone(),
+        status: status.to_string(),
+        stop_reason: stop_reason.map(|s| s.as_str().to_string()),
+        total_tokens: tokens,
+        duration_ms,
+        tool_use_count: tool_uses,
+    })?;
+    if child_visible {
+        let state = match stop_reason {
+            Some(reason) => json!({"state": "idle", "stopReason": reason.as_str()}),
+            None => json!({"state": "idle", "stopReason": "error",
+                "error": {"code": crate::wire::code::INTERNAL_ERROR, "message": text}}),
+        };
+        session
+            .update(
+                env,
+                json!({"sessionUpdate": "subagent_update", "sessionId": child_id, "state": state}),
+            )
+            .await;
+    }
+    meta["status"] = json!(status);
+    meta["totalTokens"] = json!(tokens);
+    meta["durationMs"] = json!(duration_ms);
+    meta["toolUseCount"] = json!(tool_uses);
+    session
+        .update(
+            env,
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": if is_error { "failed" } else { "completed" },
+                "content": [session_link(&child_id), text_content(&text)],
+                "rawOutput": {
+                    "childSessionId": child_id,
+                    "status": status,
+                    "stopReason": stop_reason.map(|s| s.as_str()),
+                },
+                "_meta": {"fanout": {"subagent": meta}},
+            }),
+        )
+        .await;
+    Ok(ToolOutcome {
+        content: text,
+        is_error,
+    })
+}
+
+/// Announces a tool call and immediately fails it with `message`.
+async fn fail_tool(
+    session: &Session,
+    env: &TurnEnv,
+    call_id: &str,
+    call: Value,
+    message: String,
+) -> ToolOutcome {
+    session.update(env, call).await;
+    session
+        .update(
+            env,
+            json!({
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "failed",
+                "content": [text_content(&message)],
+            }),
+        )
+        .await;
+    ToolOutcome {
+        content: message,
+        is_error: true,
+    }
+}

@@ -1,0 +1,38 @@
+//! The reference nested ACP agent behind `fanout agent` (DESIGN 5.2).
+//!
+//! This crate owns:
+//! - the model layer ([`model`]): the [`LanguageModel`] trait, [`GenerateOptions`]
+//!   (which carries the calling session's id), and the providers: Anthropic
+//!   Messages and OpenAI-compatible chat completions over `reqwest`/rustls, and
+//!   an in-process [`scripted`](model::scripted) provider;
+//! - the agent loop: model stream -> tool calls -> results -> … until the turn
+//!   ends, with the `subagent` tool (spawn / fork children, each a session with
+//!   its own log and its own model calls) and the read-only workspace tools
+//!   `read_file` / `list_dir`, confined to the session cwd;
+//! - the ACP server over stdio ([`serve`], [`run_stdio`]), one JSON-RPC message
+//!   per line on stdout and nothing else (diagnostics go to `tracing`);
+//! - the provider registry ([`ProviderRegistry`]) through which other crates
+//!   (replay) add providers without this crate knowing them.
+//!
+//! Session logs are written with `fanout-sessionlog`. This crate knows nothing
+//! about fanout's capture path, proxy, or store: it is just an ACP agent, and
+//! API keys are read from the environment only and never logged or written.
+
+mod agent;
+mod cli;
+mod error;
+pub mod model;
+mod server;
+pub mod tools;
+mod wire;
+
+pub use agent::{AgentConfig, DEFAULT_SYSTEM_PROMPT};
+pub use cli::{
+    AgentArgs, ProviderFactory, ProviderRegistry, agent_config, run_stdio, run_stdio_with,
+};
+pub use error::AgentError;
+pub use model::{
+    ChunkStream, GenerateOptions, LanguageModel, ModelError, ModelRequest, ProviderConfigError,
+    SESSION_ID_HEADER,
+};
+pub use server::serve;
