@@ -18,7 +18,7 @@ pub mod testing;
 
 pub use error::{StoreError, redact_url};
 pub use model::*;
-pub use store::{SqlStore, Store, subagent_row_id};
+pub use store::{OpenOptions, SqlStore, Store, subagent_row_id};
 pub use time::{Timestamp, TimestampError};
 
 /// The URL used when none is given: the embedded SQLite default.

@@ -371,11 +371,13 @@ fn subagent_messages(d: Dialect, since_param: Option<usize>, require_identity: b
     )
 }
 
-/// MAX(created_at) of the backfill source, as canonical text (NULL when none).
+/// MAX(created_at) of the backfill source, as canonical text (NULL when none). Written
+/// as "newest first, one row" so both engines walk the created_at index backwards
+/// and stop at the first qualifying message instead of scanning every row.
 pub(crate) fn backfill_high_water(d: Dialect) -> String {
     format!(
-        "SELECT {} AS high_water FROM ({}) AS src",
-        d.ts_out("MAX(src.created_at)"),
+        "SELECT {} AS high_water FROM ({}) AS src ORDER BY src.created_at DESC LIMIT 1",
+        d.ts_out("src.created_at"),
         subagent_messages(d, None, true)
     )
 }

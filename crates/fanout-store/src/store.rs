@@ -51,6 +51,24 @@ pub trait Store: Send + Sync {
     async fn counts(&self) -> Result<TableCounts, StoreError>;
 }
 
+struct Statements {
+    upsert_session: String,
+    upsert_turn: String,
+    upsert_message: String,
+    upsert_subagent: String,
+}
+
+impl Statements {
+    fn new(d: Dialect) -> Self {
+        Statements {
+            upsert_session: sql::upsert_session(d),
+            upsert_turn: sql::upsert_turn(d),
+            upsert_message: sql::upsert_message(d),
+            upsert_subagent: sql::upsert_subagent(d),
+        }
+    }
+}
+
 enum Pools {
     Sqlite {
         writer: SqlitePool,
@@ -59,9 +77,20 @@ enum Pools {
     Postgres(PgPool),
 }
 
+/// How to open a store.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// PostgreSQL only: the session `TimeZone` of every connection (sqlx starts sessions
+    /// in UTC). Results never depend on it (AC-24e); tests use it to prove that.
+    pub postgres_session_time_zone: Option<String>,
+}
+
 /// The SQL store. Open it with [`SqlStore::open`].
 pub struct SqlStore {
     pools: Pools,
+    /// The hot-path statements, generated once per store (they are also sqlx's
+    /// prepared-statement cache keys).
+    statements: Statements,
     target: String,
     report: MigrationReport,
 }
@@ -155,18 +184,28 @@ impl SqlStore {
     /// Opens `sqlite://PATH` or `postgres://…`, creates the schema (idempotent DDL),
     /// refuses a database written by a newer fanout, then runs the migration steps.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, &OpenOptions::default()).await
+    }
+
+    /// [`SqlStore::open`] with options.
+    pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Self, StoreError> {
         let target = redact_url(url);
         let pools = if let Some(path) = sqlite_path(url) {
             open_sqlite(path, &target).await?
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            open_postgres(url, &target).await?
+            open_postgres(url, &target, options).await?
         } else {
             return Err(StoreError::InvalidUrl {
                 url: target,
                 reason: "expected sqlite://PATH or postgres://USER@HOST:PORT/DB".to_owned(),
             });
         };
+        let dialect = match pools {
+            Pools::Sqlite { .. } => Dialect::Sqlite,
+            Pools::Postgres(_) => Dialect::Postgres,
+        };
         let mut store = SqlStore {
+            statements: Statements::new(dialect),
             pools,
             target,
             report: MigrationReport {
@@ -210,6 +249,16 @@ impl SqlStore {
             .await
             .map(|r| r.rows_affected())
             .map_err(StoreError::query("raw statement")))
+    }
+
+    /// The subagent merge statement this store runs (for benchmarks and operators).
+    pub fn subagent_upsert_statement(&self) -> &str {
+        &self.statements.upsert_subagent
+    }
+
+    /// The backfill `INSERT … SELECT` this store runs (for benchmarks and operators).
+    pub fn backfill_statement(&self) -> String {
+        sql::backfill_insert(self.dialect())
     }
 
     /// Runs one scalar integer query on the reader (for tests, benches and operators).
@@ -284,7 +333,7 @@ impl SqlStore {
         with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             // Before the INSERT, so it can only under-claim.
-            let high_water: Option<String> = sqlx::query_scalar(&high_water_sql).fetch_one(&mut *tx).await?;
+            let high_water: Option<String> = sqlx::query_scalar(&high_water_sql).fetch_optional(&mut *tx).await?;
             let rows = sqlx::query(&insert_sql).execute(&mut *tx).await?.rows_affected();
             // Sampled after the insert, inside the transaction (AC-24).
             let capture_since = Timestamp::now().canonical();
@@ -348,8 +397,8 @@ impl Store for SqlStore {
     }
 
     async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        let statement = sql::upsert_session(self.dialect());
-        with_writer!(self, pool => sqlx::query(&statement)
+        let statement = &self.statements.upsert_session;
+        with_writer!(self, pool => sqlx::query(statement)
             .bind(&s.id)
             .bind(&s.task_id)
             .bind(non_empty(&s.acp_session_id))
@@ -366,8 +415,8 @@ impl Store for SqlStore {
     }
 
     async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
-        let statement = sql::upsert_turn(self.dialect());
-        with_writer!(self, pool => sqlx::query(&statement)
+        let statement = &self.statements.upsert_turn;
+        with_writer!(self, pool => sqlx::query(statement)
             .bind(&t.id)
             .bind(&t.task_session_id)
             .bind(&t.task_id)
@@ -382,8 +431,8 @@ impl Store for SqlStore {
     }
 
     async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
-        let statement = sql::upsert_message(self.dialect());
-        with_writer!(self, pool => sqlx::query(&statement)
+        let statement = &self.statements.upsert_message;
+        with_writer!(self, pool => sqlx::query(statement)
             .bind(&m.id)
             .bind(&m.task_session_id)
             .bind(non_empty(&m.task_id))
@@ -607,7 +656,7 @@ async fn open_sqlite(path: &str, target: &str) -> Result<Pools, StoreError> {
     Ok(Pools::Sqlite { writer, reader })
 }
 
-async fn open_postgres(url: &str, target: &str) -> Result<Pools, StoreError> {
+async fn open_postgres(url: &str, target: &str, open: &OpenOptions) -> Result<Pools, StoreError> {
     let options = PgConnectOptions::from_str(url).map_err(|cause| StoreError::InvalidUrl {
         url: target.to_owned(),
         reason: cause.to_string(),
@@ -624,7 +673,20 @@ async fn open_postgres(url: &str, target: &str) -> Result<Pools, StoreError> {
         .close()
         .await
         .map_err(connect_err)?;
+    let zone = open.postgres_session_time_zone.clone();
     let pool = PgPoolOptions::new()
+        .after_connect(move |conn, _meta| {
+            let zone = zone.clone();
+            Box::pin(async move {
+                if let Some(zone) = zone {
+                    sqlx::query("SELECT set_config('TimeZone', $1, false)")
+                        .bind(zone)
+                        .execute(conn)
+                        .await?;
+                }
+                Ok(())
+            })
+        })
         .max_connections(10)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)

@@ -1,0 +1,682 @@
+//! Migration and backfill (AC-17…AC-24), on SQLite and PostgreSQL alike.
+
+use std::sync::{Arc, Mutex};
+
+use fanout_store::testing::TestDb;
+use fanout_store::{
+    Engine, SessionRecord, SqlStore, StepStatus, Store, SubagentRecord, Timestamp, TurnRecord,
+    both_engines,
+};
+
+async fn seed_session(store: &SqlStore) {
+    let at = Timestamp::parse("2026-08-10T08:00:00Z").unwrap();
+    store
+        .upsert_session(&SessionRecord {
+            id: "s1".into(),
+            task_id: "task-1".into(),
+            acp_session_id: None,
+            agent_execution_id: None,
+            agent_command: None,
+            cwd: None,
+            started_at: at,
+            completed_at: None,
+            updated_at: at,
+        })
+        .await
+        .unwrap();
+    store
+        .upsert_turn(&TurnRecord {
+            id: "turn-1".into(),
+            task_session_id: "s1".into(),
+            task_id: "task-1".into(),
+            started_at: at,
+            completed_at: None,
+            stop_reason: None,
+            updated_at: at,
+        })
+        .await
+        .unwrap();
+}
+
+/// Inserts a message row verbatim; `metadata` is SQL text (so tests can pass NULL).
+async fn insert_message(
+    store: &SqlStore,
+    id: &str,
+    task_id: &str,
+    metadata_sql: &str,
+    created: &str,
+    updated: &str,
+) {
+    let ts = |v: &str| match store.engine() {
+        Engine::Sqlite => format!("'{v}'"),
+        Engine::Postgres => format!("'{v}'::timestamptz"),
+    };
+    store
+        .execute_raw(&format!(
+            "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, author_type, type, content, metadata, created_at, updated_at) \
+             VALUES ('{id}', 's1', '{task_id}', 'turn-1', 'agent', 'tool_call', 'Task', {metadata_sql}, {}, {})",
+            ts(created),
+            ts(updated)
+        ))
+        .await
+        .unwrap();
+}
+
+fn subagent_metadata(tool_call_id: &str, status: &str, task: &str) -> String {
+    format!(
+        r#"'{{"tool_call_id":"{tool_call_id}","title":"Task","status":"{status}","normalized":{{"kind":"subagent_task","subagent_task":{task}}}}}'"#
+    )
+}
+
+/// A store with a session and turn and NO activation keys, as a pre-fanout database.
+async fn unactivated(db: &TestDb) -> SqlStore {
+    let store = db.open().await.unwrap();
+    seed_session(&store).await;
+    store
+        .execute_raw("DELETE FROM fanout_meta WHERE key LIKE 'subagent_context_%'")
+        .await
+        .unwrap();
+    store
+}
+
+async fn rerun(store: &SqlStore) -> StepStatus {
+    let steps = store.run_migrations().await;
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].name, "task_session_subagents.backfill");
+    steps[0].status.clone()
+}
+
+both_engines!(
+    schema_is_idempotent_and_migrations_rerun_as_no_ops,
+    async_launched_message_backfills_with_null_metrics,
+    zero_tool_count_negative_and_empty_values,
+    malformed_metadata_does_not_abort,
+    non_terminal_message_leaves_settled_at_null,
+    live_row_wins_and_siblings_still_backfill,
+    messages_without_identity_are_skipped,
+    newest_duplicate_message_wins,
+    keys_are_written_once_as_rfc3339,
+    backfill_through_is_empty_without_messages,
+    no_rescan_once_activated,
+    partial_key_pair_is_completed_next_start,
+    failing_step_logs_its_name_and_writes_no_key,
+    newer_schema_is_refused_and_left_untouched,
+);
+
+async fn schema_is_idempotent_and_migrations_rerun_as_no_ops(db: TestDb) {
+    let store = db.open().await.unwrap();
+    seed_session(&store).await;
+    store
+        .upsert_subagent(&SubagentRecord {
+            task_session_id: "s1".into(),
+            task_id: "task-1".into(),
+            tool_call_id: "tc".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let before = store.counts().await.unwrap();
+    store.close().await;
+    let again = db.open().await.unwrap();
+    assert_eq!(
+        again.migration_report().steps[0].status,
+        StepStatus::AlreadyApplied
+    );
+    assert_eq!(rerun(&again).await, StepStatus::AlreadyApplied);
+    assert_eq!(again.counts().await.unwrap(), before);
+    let index_sql = match again.engine() {
+        Engine::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN ('idx_subagents_session_id', 'idx_subagents_task_id', 'idx_subagents_turn_id')"
+        }
+        Engine::Postgres => {
+            "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('idx_subagents_session_id', 'idx_subagents_task_id', 'idx_subagents_turn_id')"
+        }
+    };
+    assert_eq!(again.query_i64(index_sql).await.unwrap(), 3);
+    // The unique key rejects a duplicate (session, default execution, tool_call_id).
+    let dup = again
+        .execute_raw("INSERT INTO task_session_subagents (id, task_session_id, task_id, tool_call_id, observed_at, updated_at) VALUES ('other', 's1', 'task-1', 'tc', '2026-08-10T09:00:00Z', '2026-08-10T09:00:00Z')")
+        .await;
+    assert!(
+        dup.is_err(),
+        "the (session, execution, tool_call_id) key is unique"
+    );
+}
+
+async fn async_launched_message_backfills_with_null_metrics(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-async",
+        "task-1",
+        &subagent_metadata(
+            "toolu_03",
+            "completed",
+            r#"{"description":"style pass","prompt":"p","subagent_type":"style-reviewer","status":"async_launched","agent_id":"c7","model":"opus","child_session_id":"child-1","is_async":true,"output_file":"/tmp/x"}"#,
+        ),
+        "2026-08-10T09:00:00.000001Z",
+        "2026-08-10T09:00:05.000002Z",
+    )
+    .await;
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 1 });
+    let rows = store.subagents_by_session("s1").await.unwrap();
+    let row = &rows[0];
+    assert_eq!(row.id, "m-async");
+    assert_eq!(row.task_id, "task-1");
+    assert_eq!(row.turn_id.as_deref(), Some("turn-1"));
+    assert_eq!(row.tool_call_id, "toolu_03");
+    assert_eq!(row.agent_execution_id, "unknown");
+    assert_eq!(row.subagent_type.as_deref(), Some("style-reviewer"));
+    assert_eq!(row.description.as_deref(), Some("style pass"));
+    assert_eq!(row.agent_id.as_deref(), Some("c7"));
+    assert_eq!(row.model.as_deref(), Some("opus"));
+    assert_eq!(row.child_session_id.as_deref(), Some("child-1"));
+    assert_eq!(row.agent_status.as_deref(), Some("async_launched"));
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert!(row.is_async);
+    assert_eq!(
+        (row.total_tokens, row.tool_use_count, row.duration_ms),
+        (None, None, None)
+    );
+    assert_eq!(
+        store
+            .query_i64("SELECT COUNT(*) FROM task_session_subagents WHERE total_tokens IS NULL AND tool_use_count IS NULL AND duration_ms IS NULL")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(row.source, fanout_store::Source::Backfill);
+    assert_eq!(row.observed_at.canonical(), "2026-08-10T09:00:00.000001Z");
+    assert_eq!(
+        row.settled_at.map(|t| t.canonical()).as_deref(),
+        Some("2026-08-10T09:00:05.000002Z")
+    );
+}
+
+async fn zero_tool_count_negative_and_empty_values(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-zero",
+        "task-1",
+        &subagent_metadata("tc-zero", "completed", r#"{"description":"d","prompt":"","subagent_type":"t","tool_use_count":0,"total_tokens":1500}"#),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    insert_message(
+        &store,
+        "m-neg",
+        "task-1",
+        &subagent_metadata("tc-neg", "completed", r#"{"description":"d","prompt":"","subagent_type":"t","total_tokens":-5,"duration_ms":1200,"tool_use_count":2.9}"#),
+        "2026-08-10T09:00:01Z",
+        "2026-08-10T09:00:01Z",
+    )
+    .await;
+    insert_message(
+        &store,
+        "m-empty",
+        "task-1",
+        &subagent_metadata("tc-empty", "", r#"{"description":"","prompt":"","subagent_type":"","model":"","agent_id":"","total_tokens":"lots"}"#),
+        "2026-08-10T09:00:02Z",
+        "2026-08-10T09:00:02Z",
+    )
+    .await;
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 3 });
+    let rows = store.subagents_by_session("s1").await.unwrap();
+    let get = |tc: &str| rows.iter().find(|r| r.tool_call_id == tc).unwrap();
+    assert_eq!(get("tc-zero").tool_use_count, Some(0));
+    assert_eq!(get("tc-zero").total_tokens, Some(1500));
+    assert_eq!(get("tc-neg").total_tokens, None, "negative -> NULL");
+    assert_eq!(get("tc-neg").duration_ms, Some(1200), "others intact");
+    assert_eq!(
+        get("tc-neg").tool_use_count,
+        Some(2),
+        "numbers truncate to integers"
+    );
+    let empty = get("tc-empty");
+    assert_eq!(
+        (
+            &empty.description,
+            &empty.subagent_type,
+            &empty.model,
+            &empty.agent_id,
+            &empty.tool_status
+        ),
+        (&None, &None, &None, &None, &None)
+    );
+    assert_eq!(empty.total_tokens, None, "a non-number is absent");
+    assert_eq!(empty.settled_at, None);
+}
+
+async fn malformed_metadata_does_not_abort(db: TestDb) {
+    let store = unactivated(&db).await;
+    // Make room for NULL metadata, as an older or foreign writer might have left it.
+    match store.engine() {
+        Engine::Postgres => {
+            store
+                .execute_raw(
+                    "ALTER TABLE task_session_messages ALTER COLUMN metadata DROP NOT NULL",
+                )
+                .await
+                .unwrap();
+        }
+        Engine::Sqlite => {
+            for statement in [
+                "ALTER TABLE task_session_messages RENAME TO old_messages",
+                "CREATE TABLE task_session_messages (id TEXT PRIMARY KEY, task_session_id TEXT NOT NULL, task_id TEXT, turn_id TEXT, author_type TEXT, type TEXT, content TEXT, metadata TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
+                "DROP TABLE old_messages",
+            ] {
+                store.execute_raw(statement).await.unwrap();
+            }
+        }
+    }
+    for (id, metadata) in [
+        ("m-null", "NULL"),
+        ("m-empty", "''"),
+        ("m-nulltext", "'null'"),
+    ] {
+        insert_message(
+            &store,
+            id,
+            "task-1",
+            metadata,
+            "2026-08-10T09:00:00Z",
+            "2026-08-10T09:00:00Z",
+        )
+        .await;
+    }
+    insert_message(
+        &store,
+        "m-good",
+        "task-1",
+        &subagent_metadata(
+            "tc-good",
+            "completed",
+            r#"{"description":"ok","prompt":"","subagent_type":"t","is_async":1}"#,
+        ),
+        "2026-08-10T09:00:01Z",
+        "2026-08-10T09:00:01Z",
+    )
+    .await;
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 1 });
+    let rows = store.subagents_by_session("s1").await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].is_async, "1 is async");
+    assert!(store.activation().await.unwrap().is_active());
+}
+
+async fn non_terminal_message_leaves_settled_at_null(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-open",
+        "task-1",
+        &subagent_metadata(
+            "tc-open",
+            "started",
+            r#"{"description":"d","prompt":"","subagent_type":"t","status":"running"}"#,
+        ),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:09Z",
+    )
+    .await;
+    rerun(&store).await;
+    let row = &store.subagents_by_session("s1").await.unwrap()[0];
+    assert_eq!(row.tool_status.as_deref(), Some("started"));
+    assert_eq!(row.agent_status.as_deref(), Some("running"));
+    assert_eq!(row.settled_at, None);
+}
+
+async fn live_row_wins_and_siblings_still_backfill(db: TestDb) {
+    let store = unactivated(&db).await;
+    store
+        .upsert_subagent(&SubagentRecord {
+            task_session_id: "s1".into(),
+            task_id: "task-1".into(),
+            tool_call_id: "tc-live".into(),
+            model: Some("live-model".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for (id, tc) in [("m-live", "tc-live"), ("m-sibling", "tc-sibling")] {
+        insert_message(
+            &store,
+            id,
+            "task-1",
+            &subagent_metadata(
+                tc,
+                "completed",
+                r#"{"description":"d","prompt":"","subagent_type":"t","model":"backfill-model"}"#,
+            ),
+            "2026-08-10T09:00:00Z",
+            "2026-08-10T09:00:00Z",
+        )
+        .await;
+    }
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 1 });
+    let rows = store.subagents_by_session("s1").await.unwrap();
+    assert_eq!(rows.len(), 2);
+    let live = rows.iter().find(|r| r.tool_call_id == "tc-live").unwrap();
+    assert_eq!(live.source, fanout_store::Source::Live);
+    assert_eq!(live.model.as_deref(), Some("live-model"));
+    let sibling = rows
+        .iter()
+        .find(|r| r.tool_call_id == "tc-sibling")
+        .unwrap();
+    assert_eq!(sibling.source, fanout_store::Source::Backfill);
+}
+
+async fn messages_without_identity_are_skipped(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-notask",
+        "",
+        &subagent_metadata(
+            "tc-1",
+            "completed",
+            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+        ),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    insert_message(
+        &store,
+        "m-notool",
+        "task-1",
+        &subagent_metadata(
+            "",
+            "completed",
+            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+        ),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    insert_message(
+        &store,
+        "m-notsubagent",
+        "task-1",
+        r#"'{"tool_call_id":"tc-2","title":"Bash","status":"completed","normalized":{"kind":"execute"}}'"#,
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 0 });
+    assert!(store.subagents_by_session("s1").await.unwrap().is_empty());
+}
+
+async fn newest_duplicate_message_wins(db: TestDb) {
+    let store = unactivated(&db).await;
+    for (id, created, model) in [
+        ("m-a", "2026-08-10T09:00:00.000001Z", "oldest"),
+        ("m-c", "2026-08-10T09:00:00.000002Z", "newest-by-id"),
+        ("m-b", "2026-08-10T09:00:00.000002Z", "newest-lower-id"),
+    ] {
+        insert_message(
+            &store,
+            id,
+            "task-1",
+            &subagent_metadata(
+                "tc-dup",
+                "completed",
+                &format!(
+                    r#"{{"description":"d","prompt":"","subagent_type":"t","model":"{model}"}}"#
+                ),
+            ),
+            created,
+            created,
+        )
+        .await;
+    }
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 1 });
+    let row = &store.subagents_by_session("s1").await.unwrap()[0];
+    assert_eq!(row.id, "m-c");
+    assert_eq!(row.model.as_deref(), Some("newest-by-id"));
+}
+
+async fn keys_are_written_once_as_rfc3339(db: TestDb) {
+    let store = unactivated(&db).await;
+    for (id, created) in [
+        ("m-1", "2026-08-10T09:00:00.000001Z"),
+        ("m-2", "2026-08-10T09:30:00.250000Z"),
+    ] {
+        insert_message(
+            &store,
+            id,
+            "task-1",
+            &subagent_metadata(
+                id,
+                "completed",
+                r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+            ),
+            created,
+            created,
+        )
+        .await;
+    }
+    let before_run = Timestamp::now();
+    rerun(&store).await;
+    let keys = store.activation().await.unwrap();
+    let since = Timestamp::parse(keys.capture_since.as_deref().unwrap())
+        .expect("capture_since is RFC 3339");
+    assert!(
+        since >= before_run,
+        "capture_since is sampled at the backfill"
+    );
+    assert_eq!(
+        keys.backfill_through.as_deref(),
+        Some("2026-08-10T09:30:00.250000Z")
+    );
+    Timestamp::parse(keys.backfill_through.as_deref().unwrap())
+        .expect("backfill_through is RFC 3339");
+    assert_eq!(rerun(&store).await, StepStatus::AlreadyApplied);
+    assert_eq!(store.activation().await.unwrap(), keys, "written once");
+}
+
+async fn backfill_through_is_empty_without_messages(db: TestDb) {
+    let store = db.open().await.unwrap();
+    let keys = store.activation().await.unwrap();
+    assert!(keys.is_active());
+    assert_eq!(keys.backfill_through.as_deref(), Some(""));
+}
+
+async fn no_rescan_once_activated(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-1",
+        "task-1",
+        &subagent_metadata(
+            "tc-1",
+            "completed",
+            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+        ),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    rerun(&store).await;
+    store
+        .execute_raw("DELETE FROM task_session_subagents")
+        .await
+        .unwrap();
+    insert_message(
+        &store,
+        "m-2",
+        "task-1",
+        &subagent_metadata(
+            "tc-2",
+            "completed",
+            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+        ),
+        "2026-08-10T09:00:01Z",
+        "2026-08-10T09:00:01Z",
+    )
+    .await;
+    assert_eq!(rerun(&store).await, StepStatus::AlreadyApplied);
+    store.close().await;
+    let reopened = db.open().await.unwrap();
+    assert!(
+        reopened
+            .subagents_by_session("s1")
+            .await
+            .unwrap()
+            .is_empty(),
+        "neither restored nor scanned"
+    );
+}
+
+async fn partial_key_pair_is_completed_next_start(db: TestDb) {
+    let store = unactivated(&db).await;
+    store
+        .execute_raw("INSERT INTO fanout_meta (key, value) VALUES ('subagent_context_capture_since', '2020-01-01T00:00:00Z')")
+        .await
+        .unwrap();
+    assert!(matches!(rerun(&store).await, StepStatus::Applied { .. }));
+    let keys = store.activation().await.unwrap();
+    assert_eq!(
+        keys.capture_since.as_deref(),
+        Some("2020-01-01T00:00:00Z"),
+        "the present key is kept byte for byte"
+    );
+    assert_eq!(keys.backfill_through.as_deref(), Some(""));
+    // The other half missing works the same way.
+    store
+        .execute_raw("DELETE FROM fanout_meta WHERE key = 'subagent_context_capture_since'")
+        .await
+        .unwrap();
+    assert!(matches!(rerun(&store).await, StepStatus::Applied { .. }));
+    let keys = store.activation().await.unwrap();
+    assert!(keys.is_active());
+    assert_eq!(keys.backfill_through.as_deref(), Some(""));
+}
+
+/// Captures WARN lines written while the closure's future runs on this thread.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
+    type Writer = LogBuffer;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+async fn failing_step_logs_its_name_and_writes_no_key(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_message(
+        &store,
+        "m-1",
+        "task-1",
+        &subagent_metadata(
+            "tc-1",
+            "completed",
+            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
+        ),
+        "2026-08-10T09:00:00Z",
+        "2026-08-10T09:00:00Z",
+    )
+    .await;
+    // Break the INSERT: the column it writes last no longer exists.
+    store
+        .execute_raw("ALTER TABLE task_session_subagents DROP COLUMN updated_at")
+        .await
+        .unwrap();
+    store.close().await;
+
+    let logs = LogBuffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let reopened = {
+        let _guard = tracing::dispatcher::set_default(&dispatch);
+        // Start-up goes on despite the failed step.
+        let store = db
+            .open()
+            .await
+            .expect("a failed migration step never aborts start-up");
+        let steps = store.migration_report().steps.clone();
+        assert!(
+            matches!(steps[0].status, StepStatus::Failed { .. }),
+            "{steps:?}"
+        );
+        store
+    };
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("WARN"), "{text}");
+    assert!(text.contains("migration failed"), "{text}");
+    assert!(
+        text.contains("task_session_subagents.backfill"),
+        "the step is named: {text}"
+    );
+    let keys = reopened.activation().await.unwrap();
+    assert_eq!(keys.capture_since, None);
+    assert_eq!(keys.backfill_through, None);
+}
+
+async fn newer_schema_is_refused_and_left_untouched(db: TestDb) {
+    let store = db.open().await.unwrap();
+    seed_session(&store).await;
+    store
+        .execute_raw("UPDATE fanout_meta SET value = '99' WHERE key = 'schema_version'")
+        .await
+        .unwrap();
+    store.close().await;
+    let err = match db.open().await {
+        Ok(_) => panic!("a newer schema must be refused"),
+        Err(err) => err.to_string(),
+    };
+    assert!(err.contains("newer fanout"), "{err}");
+    assert!(err.contains("99"), "{err}");
+    // Nothing was touched: read the raw file/database with a plain connection.
+    let check = match db.url.strip_prefix("sqlite://") {
+        Some(path) => {
+            use sqlx::Connection;
+            let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{path}"))
+                .await
+                .unwrap();
+            let v: String =
+                sqlx::query_scalar("SELECT value FROM fanout_meta WHERE key = 'schema_version'")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
+            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_sessions")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            (v, n)
+        }
+        None => {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let v: String =
+                sqlx::query_scalar("SELECT value FROM fanout_meta WHERE key = 'schema_version'")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
+            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_sessions")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            (v, n)
+        }
+    };
+    assert_eq!(check, ("99".to_owned(), 1));
+}

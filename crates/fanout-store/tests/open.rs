@@ -1,0 +1,57 @@
+//! Bad input at open: one clear error naming what is wrong; nothing stored is touched.
+
+use fanout_store::{SqlStore, StoreError};
+
+async fn open_err(url: &str) -> String {
+    match SqlStore::open(url).await {
+        Ok(_) => panic!("{url} must not open"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn malformed_urls_are_named() {
+    let err = open_err("mysql://localhost/db").await;
+    assert!(
+        err.contains("invalid database URL") && err.contains("mysql://localhost/db"),
+        "{err}"
+    );
+    let err = open_err("sqlite://").await;
+    assert!(err.contains("names no file"), "{err}");
+    let err = open_err("postgres://u:secret@127.0.0.1:notaport/db").await;
+    assert!(err.contains("invalid database URL"), "{err}");
+    assert!(
+        !err.contains("secret"),
+        "passwords never reach messages: {err}"
+    );
+}
+
+#[tokio::test]
+async fn unreachable_server_is_named_without_its_password() {
+    // Port 1 on loopback: nothing listens there.
+    let err = SqlStore::open("postgres://fanout:hunter2@127.0.0.1:1/fanout")
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::ConnectPostgres { .. }));
+    let text = err.to_string();
+    assert!(
+        text.contains("127.0.0.1:1") && text.contains("refused"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+#[tokio::test]
+async fn unwritable_sqlite_path_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory is never a writable database file, even for root.
+    let err = open_err(&format!("sqlite://{}", dir.path().display())).await;
+    assert!(err.contains(&dir.path().display().to_string()), "{err}");
+    let missing = dir.path().join("no/such/dir/fanout.db");
+    let err = open_err(&format!("sqlite://{}", missing.display())).await;
+    assert!(
+        err.contains("cannot open SQLite database") && err.contains("no/such/dir"),
+        "{err}"
+    );
+}
