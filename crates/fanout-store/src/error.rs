@@ -35,6 +35,11 @@ pub enum StoreError {
 
     #[error("{what}: {cause}")]
     BadTimestamp { what: String, cause: TimestampError },
+
+    /// Not connected right now (a wrapper that reconnects in the background says so
+    /// instead of waiting); `reason` is the last connection error.
+    #[error("store {target} is not available: {reason}")]
+    Unavailable { target: String, reason: String },
 }
 
 impl StoreError {
