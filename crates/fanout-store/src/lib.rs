@@ -9,6 +9,7 @@
 
 mod error;
 mod model;
+mod report;
 mod sql;
 mod store;
 mod time;
@@ -18,6 +19,10 @@ pub mod testing;
 
 pub use error::{StoreError, redact_url};
 pub use model::*;
+pub use report::{
+    CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
+    ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
+};
 pub use store::{OpenOptions, SqlStore, Store, subagent_row_id};
 pub use time::{Timestamp, TimestampError};
 

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::error::{StoreError, redact_url};
 use crate::model::*;
+use crate::report::{self, FanoutReport, ReportScope};
 use crate::sql::{self, Dialect};
 use crate::time::Timestamp;
 
@@ -49,6 +50,8 @@ pub trait Store: Send + Sync {
     /// AC-28, AC-28a, AC-29, from the database alone.
     async fn health(&self) -> Result<Health, StoreError>;
     async fn counts(&self) -> Result<TableCounts, StoreError>;
+    /// The fan-out report over `scope`, provenance and unknown fan-out disclosed (AC-25).
+    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError>;
 }
 
 struct Statements {
@@ -368,6 +371,29 @@ impl SqlStore {
         Ok(activation)
     }
 
+    /// Runs one read with text binds (`$1`… in order) and decodes every row as `T`, a
+    /// tuple, on either engine: the report's statements go through here.
+    pub(crate) async fn fetch_all_as<T>(
+        &self,
+        op: &'static str,
+        statement: &str,
+        binds: &[Option<String>],
+    ) -> Result<Vec<T>, StoreError>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + Send
+            + Unpin,
+    {
+        with_reader!(self, pool => {
+            let mut query = sqlx::query_as::<_, T>(statement);
+            for value in binds {
+                query = query.bind(value.as_deref());
+            }
+            query.fetch_all(pool).await.map_err(StoreError::query(op))
+        })
+    }
+
     async fn count(&self, sql_text: &str, bind: Option<&str>) -> Result<i64, StoreError> {
         with_reader!(self, pool => {
             let mut q = sqlx::query_scalar::<_, i64>(sql_text);
@@ -584,6 +610,11 @@ impl Store for SqlStore {
                 last_observed_at,
             }),
         })
+    }
+
+    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
+        let activation = self.activation().await?;
+        report::fanout_report(self, scope, activation).await
     }
 
     async fn counts(&self) -> Result<TableCounts, StoreError> {
