@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Re-records every transcript under crates/fanout-capture/tests/fixtures/real/ from the
+# real agents (installed on demand by tools/test-agents/<agent>/install.sh), offline,
+# against capture.py's mock model. Scratch roots (agent homes, logs, the mock's request
+# bodies) go under ${FANOUT_CAPTURE_SCRATCH:-${TMPDIR:-/tmp}/fanout-capture}/<name>; the
+# recorded project directory is <scratch>/<name>/project, which is also the task id.
+#
+# Usage: tools/capture-transcripts/record-all.sh [name…]   (default: all five)
+# After re-recording, re-derive expected.json and the README's tables: ids, thread ids
+# and timestamps change on every run (tools/capture-transcripts/summarize.py helps).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+out="$repo/crates/fanout-capture/tests/fixtures/real"
+scratch="${FANOUT_CAPTURE_SCRATCH:-${TMPDIR:-/tmp}/fanout-capture}"
+mkdir -p "$out" "$scratch"
+
+record() {
+  local name="$1"; shift
+  echo "== $name" >&2
+  python3 "$here/capture.py" "$@" --workdir "$scratch/$name" --keep --out "$out/$name.transcript.jsonl"
+}
+
+names=("$@")
+[[ ${#names[@]} -gt 0 ]] || names=(opencode codex codex-subagents codex-v2 codex-v2-subagents)
+for name in "${names[@]}"; do
+  case "$name" in
+    opencode) record opencode opencode ;;
+    codex) record codex codex --codex-feature multi_agent ;;
+    codex-subagents) record codex-subagents codex --codex-feature multi_agent --subagents ;;
+    codex-v2) record codex-v2 codex --codex-feature multi_agent_v2 ;;
+    codex-v2-subagents) record codex-v2-subagents codex --codex-feature multi_agent_v2 --subagents ;;
+    *) echo "unknown transcript name: $name" >&2; exit 2 ;;
+  esac
+done
