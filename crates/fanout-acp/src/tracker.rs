@@ -271,6 +271,14 @@ struct RowSession {
     pending_links: HashMap<String, String>,
 }
 
+impl RowSession {
+    /// The title the current row of a wire key has accumulated.
+    fn current_title(&self, key: &WireKey) -> Option<String> {
+        let id = self.by_wire.get(key)?.last()?;
+        self.entries.get(id)?.title.clone()
+    }
+}
+
 /// Where a frame's rows go.
 struct Route {
     row_session: String,
@@ -1196,8 +1204,21 @@ impl Tracker {
         } else {
             None
         };
-        let signal = codex::parse(&view);
         let key = WireKey::new(wire_session, wire_id);
+        // codex-acp 2.x titles only the launch (`spawnAgent`, `wait`, …); its completing
+        // update carries the child thread, model and agentsStates without a title, so
+        // Codex parsing sees the title the call already has.
+        let known_title = if view.title.is_none() && !is_call {
+            self.rows
+                .get(&route.row_session)
+                .and_then(|row| row.current_title(&key))
+        } else {
+            None
+        };
+        let signal = codex::parse(&FrameView {
+            title: view.title.or(known_title.as_deref()),
+            ..view
+        });
         let row = self.rows.entry(route.row_session.clone()).or_default();
         let mut ctx = FrameCtx {
             row_session: &route.row_session,

@@ -12,7 +12,12 @@ fn examples_dir() -> PathBuf {
 
 /// Feeds one transcript (header line, then `{ts, dir, line}`) through a fresh tracker.
 fn replay(name: &str) -> Vec<TrackerEvent> {
-    let text = std::fs::read_to_string(examples_dir().join(name)).unwrap();
+    replay_file(&examples_dir().join(name))
+}
+
+fn replay_file(path: &Path) -> Vec<TrackerEvent> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
     assert_eq!(header["type"], "fanout-transcript");
@@ -353,5 +358,51 @@ fn fixtures_match_shared_examples_when_present() {
         let name = path.file_name().unwrap();
         let ours = std::fs::read(examples_dir().join(name)).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), ours, "{}", path.display());
+    }
+}
+
+/// Transcripts recorded from real agents run offline (opencode, codex-acp 2.x with and
+/// without `clientCapabilities.subagents`) give the rows their README derives from
+/// DESIGN 3.3. The fixtures live with the capture crate, which imports them end to end.
+#[test]
+fn real_agent_transcripts_give_their_expected_rows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/real");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let files = expected.as_object().unwrap();
+    assert!(
+        files.len() >= 3,
+        "opencode and codex with and without subagents"
+    );
+    for (file, rows_expected) in files {
+        let events = replay_file(&dir.join(file));
+        let rows = subagent_rows(&events);
+        let rows_expected = rows_expected.as_array().unwrap();
+        assert_eq!(rows.len(), rows_expected.len(), "{file}: {:?}", ids(&rows));
+        for want in rows_expected {
+            let id = want["tool_call_id"].as_str().unwrap();
+            let row = rows
+                .get(id)
+                .unwrap_or_else(|| panic!("{file}: no row {id}: {:?}", ids(&rows)));
+            let text = |v: &str| (!v.is_empty()).then(|| v.to_owned());
+            let got = serde_json::json!({
+                "acp_session_id": row.acp_session_id,
+                "parent_tool_call_id": row.parent_tool_call_id,
+                "subagent_type": text(&row.task.subagent_type),
+                "description": text(&row.task.description),
+                "agent_id": row.task.agent_id,
+                "child_session_id": row.task.child_session_id,
+                "model": row.task.model,
+                "agent_status": row.task.status,
+                "tool_status": row.tool_status,
+                "settled": row.tool_status.as_deref().is_some_and(fanout_acp::is_terminal_tool_status),
+                "total_tokens": row.task.total_tokens,
+                "tool_use_count": row.task.tool_use_count,
+                "duration_ms": row.task.duration_ms,
+            });
+            for (column, value) in got.as_object().unwrap() {
+                assert_eq!(value, &want[column], "{file} {id}: {column}");
+            }
+        }
     }
 }
