@@ -171,9 +171,9 @@ impl ProviderRegistry {
                 name: args.provider.clone(),
                 known: self.names().join(", "),
             })?;
-        let model = (entry.factory)(args).map_err(|source| AgentError::Provider {
+        let model = (entry.factory)(args).map_err(|error| AgentError::Provider {
             provider: entry.name.clone(),
-            source,
+            error,
         })?;
         let model_name = args
             .model

@@ -14,17 +14,23 @@ pub enum AgentError {
         known: String,
     },
     /// The provider could not be configured.
-    #[error("provider {provider}: {source}")]
+    #[error("provider {provider}: {error}")]
     Provider {
         /// Provider name.
         provider: String,
         /// Why.
-        source: ProviderConfigError,
+        error: ProviderConfigError,
     },
     /// Another configuration problem (e.g. no sessions root).
     #[error("{0}")]
     Config(String),
     /// Reading or writing the ACP channel failed.
     #[error("ACP channel I/O failed: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for AgentError {
+    fn from(error: std::io::Error) -> Self {
+        AgentError::Io(error)
+    }
 }

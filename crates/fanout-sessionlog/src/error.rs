@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The file or directory could not be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line is not a valid header or event.
     #[error("{}:{line}: {message}", path.display())]
@@ -47,20 +47,20 @@ impl ReadError {
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// Filesystem failure.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The value could not be encoded as JSON.
-    #[error("{}: cannot encode line: {source}", path.display())]
+    #[error("{}: cannot encode line: {error}", path.display())]
     Encode {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The header is inconsistent (e.g. a fork child without a seed boundary).
     #[error("invalid header for session {id}: {message}")]

@@ -96,16 +96,16 @@ pub fn list_logs(root: &Path) -> Result<Vec<LogEntry>, ReadError> {
     let buckets = match std::fs::read_dir(root) {
         Ok(rd) => rd,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(entries),
-        Err(source) => {
+        Err(error) => {
             return Err(ReadError::Io {
                 path: root.to_path_buf(),
-                source,
+                error,
             });
         }
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| ReadError::Io { path, source }
+        move |error| ReadError::Io { path, error }
     };
     let mut bucket_paths = Vec::new();
     for bucket in buckets {

@@ -11,9 +11,9 @@ use crate::types::{Backend, Event, FORMAT_VERSION, Header, SessionLog};
 
 /// Reads and validates a whole log.
 pub fn read_log(path: &Path) -> Result<SessionLog, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+    let bytes = std::fs::read(path).map_err(|error| ReadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse_log(path, &bytes)
 }
@@ -62,16 +62,16 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<SessionLog, ReadError> {
 
 /// Reads and validates only line 1 of a log.
 pub fn read_header(path: &Path) -> Result<Header, ReadError> {
-    let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
+    let file = std::fs::File::open(path).map_err(|error| ReadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let mut first = Vec::new();
     BufReader::new(file)
         .read_until(b'\n', &mut first)
-        .map_err(|source| ReadError::Io {
+        .map_err(|error| ReadError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
     if first.last() == Some(&b'\n') {
         first.pop();

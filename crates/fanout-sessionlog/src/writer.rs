@@ -69,9 +69,9 @@ impl SessionLogWriter {
         }
         let path = log_path(root, &header.cwd, &header.id);
         if let Some(dir) = path.parent() {
-            create_private_dir(dir).map_err(|source| WriteError::Io {
+            create_private_dir(dir).map_err(|error| WriteError::Io {
                 path: dir.to_path_buf(),
-                source,
+                error,
             })?;
         }
         let mut options = OpenOptions::new();
@@ -81,9 +81,9 @@ impl SessionLogWriter {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
-        let file = options.open(&path).map_err(|source| WriteError::Io {
+        let file = options.open(&path).map_err(|error| WriteError::Io {
             path: path.clone(),
-            source,
+            error,
         })?;
         let mut writer = Self {
             path,
@@ -116,17 +116,17 @@ impl SessionLogWriter {
     }
 
     fn write_line<T: Serialize>(&mut self, value: &T) -> Result<(), WriteError> {
-        let mut line = serde_json::to_vec(value).map_err(|source| WriteError::Encode {
+        let mut line = serde_json::to_vec(value).map_err(|error| WriteError::Encode {
             path: self.path.clone(),
-            source,
+            error,
         })?;
         line.push(b'\n');
         self.file
             .write_all(&line)
             .and_then(|()| self.file.flush())
-            .map_err(|source| WriteError::Io {
+            .map_err(|error| WriteError::Io {
                 path: self.path.clone(),
-                source,
+                error,
             })
     }
 }
