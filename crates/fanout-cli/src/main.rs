@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Open the store, create the schema, run migrations and the backfill, and say what happened.
     Migrate(migrate::MigrateArgs),
+    /// Run the reference nested ACP agent over stdio.
+    Agent(fanout_agent::AgentArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +51,10 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> Result<std::process::ExitCode> {
     match command {
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Agent(args) => {
+            fanout_agent::run_stdio(args).await?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
     }
 }
 
