@@ -14,6 +14,12 @@
 //! - the provider registry ([`ProviderRegistry`]) through which other crates
 //!   (replay) add providers without this crate knowing them.
 //!
+//! A fork child starts from the parent's conversation as it stood just before
+//! the model call that asked for the fork (complete messages only, so no tool
+//! use is left unanswered), followed by its prompt; its log begins with the
+//! parent's events up to that call's `model/request`, and its header's
+//! `seedBoundary` is their count. A spawn child starts from its prompt alone.
+//!
 //! Session logs are written with `fanout-sessionlog`. This crate knows nothing
 //! about fanout's capture path, proxy, or store: it is just an ACP agent, and
 //! API keys are read from the environment only and never logged or written.
