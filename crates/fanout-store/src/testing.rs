@@ -10,7 +10,7 @@ use std::str::FromStr;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use crate::{SqlStore, StoreError};
+use crate::{MessageRecord, SessionRecord, SqlStore, StoreError, Timestamp, TurnRecord};
 
 pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
 
@@ -63,6 +63,66 @@ impl TestDb {
 
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
         SqlStore::open(&self.url).await
+    }
+}
+
+/// A session started (and last updated) at `started_at`, execution `exec-1`.
+pub fn session_record(id: &str, task_id: &str, started_at: Timestamp) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        task_id: task_id.into(),
+        acp_session_id: None,
+        agent_execution_id: Some("exec-1".into()),
+        agent_command: None,
+        cwd: None,
+        started_at,
+        completed_at: None,
+        updated_at: started_at,
+    }
+}
+
+/// An open turn started (and last updated) at `started_at`.
+pub fn turn_record(id: &str, session_id: &str, task_id: &str, started_at: Timestamp) -> TurnRecord {
+    TurnRecord {
+        id: id.into(),
+        task_session_id: session_id.into(),
+        task_id: task_id.into(),
+        started_at,
+        completed_at: None,
+        stop_reason: None,
+        updated_at: started_at,
+    }
+}
+
+/// A completed `reviewer` subagent launch as a tool-call message in the DESIGN 4.1
+/// metadata shape, with id `m-{tool_call_id}`: what the backfill and the health
+/// shortfall read.
+pub fn subagent_message_record(
+    session_id: &str,
+    task_id: &str,
+    turn_id: &str,
+    tool_call_id: &str,
+    created_at: Timestamp,
+) -> MessageRecord {
+    let metadata = serde_json::json!({
+        "tool_call_id": tool_call_id,
+        "title": "Task",
+        "status": "completed",
+        "normalized": {"kind": "subagent_task", "subagent_task": {
+            "description": "review", "prompt": "", "subagent_type": "reviewer"
+        }}
+    });
+    MessageRecord {
+        id: format!("m-{tool_call_id}"),
+        task_session_id: session_id.into(),
+        task_id: Some(task_id.into()),
+        turn_id: Some(turn_id.into()),
+        author_type: Some("agent".into()),
+        message_type: Some("tool_call".into()),
+        content: Some("Task".into()),
+        metadata: metadata.to_string(),
+        created_at,
+        updated_at: created_at,
     }
 }
 

@@ -2,10 +2,10 @@
 //! NULL-aware statistics, breakdowns, nesting, provenance, the unknown-fan-out window and
 //! every scope.
 
-use fanout_store::testing::TestDb;
+use fanout_store::testing::{TestDb, session_record, subagent_message_record, turn_record};
 use fanout_store::{
-    CountBy, FanoutReport, MessageRecord, ReportScope, SessionRecord, SqlStore, Store,
-    SubagentRecord, Timestamp, TurnRecord, UNREPORTED_LABEL, both_engines,
+    CountBy, FanoutReport, ReportScope, SqlStore, Store, SubagentRecord, Timestamp,
+    UNREPORTED_LABEL, both_engines,
 };
 
 both_engines!(
@@ -30,32 +30,14 @@ fn at(seconds: i64) -> Timestamp {
 
 async fn session(store: &SqlStore, id: &str, task: &str) {
     store
-        .upsert_session(&SessionRecord {
-            id: id.into(),
-            task_id: task.into(),
-            acp_session_id: None,
-            agent_execution_id: Some("exec-1".into()),
-            agent_command: None,
-            cwd: None,
-            started_at: at(0),
-            completed_at: None,
-            updated_at: at(0),
-        })
+        .upsert_session(&session_record(id, task, at(0)))
         .await
         .unwrap();
 }
 
 async fn turn(store: &SqlStore, id: &str, session: &str, task: &str, started: i64) {
     store
-        .upsert_turn(&TurnRecord {
-            id: id.into(),
-            task_session_id: session.into(),
-            task_id: task.into(),
-            started_at: at(started),
-            completed_at: None,
-            stop_reason: None,
-            updated_at: at(started),
-        })
+        .upsert_turn(&turn_record(id, session, task, at(started)))
         .await
         .unwrap();
 }
@@ -81,27 +63,14 @@ async fn write(store: &SqlStore, records: impl IntoIterator<Item = SubagentRecor
 
 /// A subagent tool-call message of `s1` in `turn`, as a pre-fanout writer left it.
 async fn subagent_message(store: &SqlStore, tool_call_id: &str, turn: &str, created: i64) {
-    let metadata = serde_json::json!({
-        "tool_call_id": tool_call_id,
-        "title": "Task",
-        "status": "completed",
-        "normalized": {"kind": "subagent_task", "subagent_task": {
-            "description": "review", "prompt": "", "subagent_type": "reviewer"
-        }}
-    });
     store
-        .upsert_message(&MessageRecord {
-            id: format!("m-{tool_call_id}"),
-            task_session_id: "s1".into(),
-            task_id: Some("task-1".into()),
-            turn_id: Some(turn.into()),
-            author_type: Some("agent".into()),
-            message_type: Some("tool_call".into()),
-            content: Some("Task".into()),
-            metadata: metadata.to_string(),
-            created_at: at(created),
-            updated_at: at(created),
-        })
+        .upsert_message(&subagent_message_record(
+            "s1",
+            "task-1",
+            turn,
+            tool_call_id,
+            at(created),
+        ))
         .await
         .unwrap();
 }
