@@ -1,8 +1,10 @@
 //! The `fanout` binary. It owns argument parsing, wiring and presentation; every
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
+mod health;
 mod migrate;
 mod output;
+mod report;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -22,12 +24,28 @@ struct Cli {
 enum Command {
     /// Open the store, create the schema, run migrations and the backfill, and say what happened.
     Migrate(migrate::MigrateArgs),
+    /// The fan-out report: turns by subagents spawned, types, models, metrics, nesting, provenance.
+    Report(report::ReportArgs),
+    /// Writer health from the database alone; exit 0 healthy, 1 shortfall, 2 no verdict, 3 error.
+    Health(health::HealthArgs),
     /// Run the reference nested ACP agent over stdio.
     Agent(fanout_agent::AgentArgs),
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Usage errors exit 64 (EX_USAGE) rather than clap's 2, which `fanout health`
+            // gives a meaning of its own ("no verdict"); --help and --version exit 0.
+            let _ = err.print();
+            return if err.use_stderr() {
+                std::process::ExitCode::from(64)
+            } else {
+                std::process::ExitCode::SUCCESS
+            };
+        }
+    };
     init_tracing(&cli.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -51,6 +69,8 @@ fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> Result<std::process::ExitCode> {
     match command {
         Command::Migrate(args) => migrate::run(args).await,
+        Command::Report(args) => report::run(args).await,
+        Command::Health(args) => health::run(args).await,
         Command::Agent(args) => {
             fanout_agent::run_stdio(args).await?;
             Ok(std::process::ExitCode::SUCCESS)
