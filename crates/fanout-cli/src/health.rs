@@ -19,6 +19,10 @@ use crate::output::{DbArgs, Format};
 pub const EXIT_CHECK_FAILED: u8 = 3;
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Exit status: 0 healthy, 1 shortfall (subagent messages since capture_since with no subagent
+row), 2 no verdict (capture never activated, or nothing written since activation), 3 the
+check could not run (bad URL, unreachable or missing database), 64 a usage error.")]
 pub struct HealthArgs {
     #[command(flatten)]
     pub db: DbArgs,

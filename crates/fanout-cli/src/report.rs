@@ -26,8 +26,19 @@ pub enum ReportFormat {
     Csv,
 }
 
-/// Without `--task`, `--session`, `--since` or `--until` the report covers everything.
+/// What `fanout report --help` adds after the options: how to read the figures.
+const REPORT_AFTER_HELP: &str = "\
+Scope: without --task, --session, --since or --until the report covers everything. A window
+[--since, --until) selects turns by start time and subagents by observation time; a turn in
+the window keeps all of its subagents.
+
+Unknown fan-out (AC-25): a turn that started before subagent_context_backfill_through and has
+no live subagent row is shown apart as unknown, never counted as 0 (before that instant only
+the backfill saw subagents). Metrics are over reported values: a NULL is \"not reported\" and
+is counted as such, never as 0.";
+
 #[derive(Debug, Args)]
+#[command(after_help = REPORT_AFTER_HELP)]
 pub struct ReportArgs {
     #[command(flatten)]
     pub db: DbArgs,

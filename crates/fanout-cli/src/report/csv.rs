@@ -5,7 +5,7 @@
 //! | section | key | value |
 //! |---|---|---|
 //! | `scope` | `kind`, then `task_id` / `session_id` / `since` / `until` | the scope |
-//! | `activation` | `capture_since`, `backfill_through` | as stored (`''` = nothing backfilled) |
+//! | `activation` | `capture_since`, `backfill_through` | as stored (`''` = nothing backfilled; no row = key not set) |
 //! | `turns` | `turns`, `known_turns`, `subagents_in_known_turns`, `mean_per_known_turn` | |
 //! | `fanout` | subagents per turn (`0`, `1`, …) | turns with that fan-out |
 //! | `unknown_fanout` | `before`, `turns`, `turns_with_backfill_rows`, `backfill_rows` | AC-25 |
@@ -58,16 +58,16 @@ fn rows(report: &FanoutReport) -> Vec<Row> {
             push("scope", "until", opt(until.map(|t| t.canonical())));
         }
     }
-    push(
-        "activation",
-        "capture_since",
-        opt(report.activation.capture_since.clone()),
-    );
-    push(
-        "activation",
-        "backfill_through",
-        opt(report.activation.backfill_through.clone()),
-    );
+    // A key that is not set has no row; a set `backfill_through` of '' is an empty value.
+    let activation = &report.activation;
+    for (key, value) in [
+        ("capture_since", &activation.capture_since),
+        ("backfill_through", &activation.backfill_through),
+    ] {
+        if let Some(value) = value {
+            push("activation", key, value.clone());
+        }
+    }
 
     let turns = &report.turns;
     push("turns", "turns", turns.turns.to_string());
