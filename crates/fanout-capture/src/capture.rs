@@ -1,0 +1,508 @@
+//! [`Capture`]: the orchestrator half of capture. It turns tracker events into
+//! sessions, turns and tool-call messages, then hands subagent snapshots to the
+//! [`SubagentWriter`] with the turn open at that moment.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use fanout_acp::{Direction, IgnoredReason, ToolFrame, Tracker, TrackerEvent};
+use fanout_store::{MessageRecord, SessionRecord, Store, Timestamp, TurnRecord, UNKNOWN_EXECUTION};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::counters::{
+    FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
+    STORE_ERRORS_METRIC, WriterCounters,
+};
+use crate::ids::{message_row_id, session_row_id, turn_row_id};
+use crate::writer::{RecordOutcome, SubagentFrame, SubagentWriter};
+
+/// Who is being captured: one agent execution (one proxy run, one transcript).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaptureConfig {
+    /// `None` or `""` -> `'unknown'` (and `unknown_execution` on every persisted row).
+    pub agent_execution_id: Option<String>,
+    /// `None` -> the `cwd` sent in `session/new` (DESIGN 3.2); no task -> not recorded.
+    pub task_id: Option<String>,
+    pub agent_command: Option<String>,
+}
+
+/// Running totals of one [`Capture`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CaptureStats {
+    /// Lines offered to [`Capture::observe`].
+    pub frames_seen: u64,
+    /// Lines that were not JSON-RPC.
+    pub frames_not_understood: u64,
+    /// Tool-call frames (subagent or not).
+    pub tool_frames: u64,
+    /// Frames that would have been recorded but belong to a session with no task id.
+    pub frames_without_task: u64,
+    /// Distinct session rows written.
+    pub sessions: u64,
+    /// Distinct turns started.
+    pub turns: u64,
+    /// Tool-call message rows created (first frame of a tool call).
+    pub messages: u64,
+    /// Tool-call message upserts that succeeded (one per tool frame).
+    pub message_writes: u64,
+    /// Distinct subagent rows persisted.
+    pub subagent_rows: u64,
+    /// Failed session, turn and message writes (subagent failures are the writer's `failed`).
+    pub store_errors: u64,
+}
+
+#[derive(Debug)]
+struct SessionState {
+    row_id: String,
+    cwd: Option<String>,
+    started_at: Timestamp,
+    /// The row exists in the store (a failed write is retried on next need).
+    row_written: bool,
+    open_turn: Option<OpenTurn>,
+}
+
+#[derive(Debug, Clone)]
+struct OpenTurn {
+    id: String,
+    request_id: String,
+    started_at: Timestamp,
+}
+
+/// Which table a write went to, for the `table` label of the store-error metric.
+#[derive(Clone, Copy)]
+enum Table {
+    Sessions,
+    Turns,
+    Messages,
+}
+
+impl Table {
+    fn as_str(self) -> &'static str {
+        match self {
+            Table::Sessions => "task_sessions",
+            Table::Turns => "task_session_turns",
+            Table::Messages => "task_session_messages",
+        }
+    }
+}
+
+/// Capture for one agent execution. Feed it every line in both directions, in order.
+pub struct Capture {
+    store: Arc<dyn Store>,
+    /// As configured (`None` when empty): the writer counts `unknown_execution` from it.
+    execution_id: Option<String>,
+    task_id: Option<String>,
+    agent_command: Option<String>,
+    tracker: Tracker,
+    writer: SubagentWriter,
+    /// By ACP session id.
+    sessions: HashMap<String, SessionState>,
+    /// (session row id, tool_call_id) of subagent rows this capture persisted.
+    subagent_rows: HashSet<(String, String)>,
+    stats: CaptureStats,
+}
+
+impl Capture {
+    pub fn new(store: Arc<dyn Store>, config: CaptureConfig) -> Capture {
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        Capture {
+            writer: SubagentWriter::new(Arc::clone(&store)),
+            store,
+            execution_id: non_empty(config.agent_execution_id),
+            task_id: non_empty(config.task_id),
+            agent_command: non_empty(config.agent_command),
+            tracker: Tracker::new(),
+            sessions: HashMap::new(),
+            subagent_rows: HashSet::new(),
+            stats: CaptureStats::default(),
+        }
+    }
+
+    /// Observes one complete line (no trailing newline) seen in `direction` at
+    /// `observed_at`. Never fails and never panics: store errors are WARN + counters.
+    pub async fn observe(&mut self, direction: Direction, line: &[u8], observed_at: Timestamp) {
+        self.stats.frames_seen += 1;
+        metrics::counter!(FRAMES_SEEN_METRIC).increment(1);
+        for event in self.tracker.observe_bytes(direction, line) {
+            self.on_event(event, line, observed_at).await;
+        }
+    }
+
+    /// This capture's subagent-writer counters (AC-26).
+    pub fn counters(&self) -> Arc<WriterCounters> {
+        self.writer.counters()
+    }
+
+    pub fn stats(&self) -> CaptureStats {
+        self.stats
+    }
+
+    async fn on_event(&mut self, event: TrackerEvent, line: &[u8], at: Timestamp) {
+        match event {
+            TrackerEvent::SessionOpened {
+                acp_session_id,
+                cwd,
+                ..
+            } => self.open_session(&acp_session_id, cwd, at).await,
+            TrackerEvent::PromptStarted {
+                acp_session_id,
+                request_id,
+            } => self.start_turn(&acp_session_id, &request_id, at).await,
+            TrackerEvent::PromptEnded {
+                acp_session_id,
+                request_id,
+                stop_reason,
+                error,
+            } => {
+                let stop_reason = stop_reason.or_else(|| error.map(|e| format!("error: {e}")));
+                self.end_turn(&acp_session_id, &request_id, stop_reason, at)
+                    .await
+            }
+            TrackerEvent::Tool(frame) => self.record_tool_frame(&frame, at).await,
+            TrackerEvent::Ignored {
+                direction,
+                reason: IgnoredReason::MissingSessionId,
+            } => self.on_missing_session(direction, line, at).await,
+            TrackerEvent::NotUnderstood { .. } => {
+                self.stats.frames_not_understood += 1;
+                metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC).increment(1);
+            }
+            TrackerEvent::SessionUpdate { .. } | TrackerEvent::Ignored { .. } => {}
+        }
+    }
+
+    /// A session was opened (or first seen): remember its cwd and write its row.
+    pub(crate) async fn open_session(
+        &mut self,
+        acp_session_id: &str,
+        cwd: Option<String>,
+        at: Timestamp,
+    ) {
+        let state = self.session_state(acp_session_id, at);
+        if cwd.is_some() {
+            state.cwd = cwd;
+        }
+        // Re-opening (session/load) is news about the row: rewrite it.
+        state.row_written = false;
+        self.ensure_session_row(acp_session_id, at).await;
+    }
+
+    /// A prompt started: an open turn for its session.
+    pub(crate) async fn start_turn(
+        &mut self,
+        acp_session_id: &str,
+        request_id: &str,
+        at: Timestamp,
+    ) {
+        let Some(task_id) = self.ensure_session_row(acp_session_id, at).await else {
+            self.count_without_task();
+            return;
+        };
+        let Some(state) = self.sessions.get_mut(acp_session_id) else {
+            return;
+        };
+        let turn = OpenTurn {
+            id: turn_row_id(&state.row_id, request_id),
+            request_id: request_id.to_owned(),
+            started_at: at,
+        };
+        state.open_turn = Some(turn.clone());
+        let record = TurnRecord {
+            id: turn.id,
+            task_session_id: state.row_id.clone(),
+            task_id,
+            started_at: at,
+            completed_at: None,
+            stop_reason: None,
+            updated_at: at,
+        };
+        if self.write_turn(&record).await {
+            self.stats.turns += 1;
+        }
+        self.touch_session(acp_session_id, at).await;
+    }
+
+    /// A prompt ended: its turn is completed (write-once) and is no longer open.
+    pub(crate) async fn end_turn(
+        &mut self,
+        acp_session_id: &str,
+        request_id: &str,
+        stop_reason: Option<String>,
+        at: Timestamp,
+    ) {
+        let Some(task_id) = self.ensure_session_row(acp_session_id, at).await else {
+            return;
+        };
+        let Some(state) = self.sessions.get_mut(acp_session_id) else {
+            return;
+        };
+        let id = turn_row_id(&state.row_id, request_id);
+        let started_at = match &state.open_turn {
+            Some(open) if open.request_id == request_id => {
+                let started_at = open.started_at;
+                state.open_turn = None;
+                started_at
+            }
+            // Unknown start: the row keeps whatever start it has (started_at is write-once).
+            _ => at,
+        };
+        let record = TurnRecord {
+            id,
+            task_session_id: state.row_id.clone(),
+            task_id,
+            started_at,
+            completed_at: Some(at),
+            stop_reason,
+            updated_at: at,
+        };
+        self.write_turn(&record).await;
+        self.touch_session(acp_session_id, at).await;
+    }
+
+    /// The tool-call message first, then the subagent writer; neither failure stops the other.
+    pub(crate) async fn record_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
+        self.stats.tool_frames += 1;
+        let task_id = if frame.acp_session_id.is_empty() {
+            None
+        } else {
+            self.ensure_session_row(&frame.acp_session_id, at).await
+        };
+        let Some(task_id) = task_id else {
+            if !frame.acp_session_id.is_empty() {
+                self.count_without_task();
+            }
+            // Still offered to the writer, whose identity gate counts it (AC-2).
+            if let Some(task) = &frame.subagent {
+                let session_id = self
+                    .sessions
+                    .get(&frame.acp_session_id)
+                    .map(|s| s.row_id.clone())
+                    .unwrap_or_default();
+                self.record_subagent(frame, task.clone(), session_id, String::new(), None, at)
+                    .await;
+            }
+            return;
+        };
+        let Some(state) = self.sessions.get(&frame.acp_session_id) else {
+            return;
+        };
+        let session_id = state.row_id.clone();
+        let turn_id = state.open_turn.as_ref().map(|t| t.id.clone());
+        if !frame.tool_call_id.is_empty() {
+            self.write_message(frame, &session_id, &task_id, turn_id.clone(), at)
+                .await;
+        }
+        if let Some(task) = &frame.subagent {
+            self.record_subagent(frame, task.clone(), session_id, task_id, turn_id, at)
+                .await;
+        }
+    }
+
+    async fn write_message(
+        &mut self,
+        frame: &ToolFrame,
+        session_id: &str,
+        task_id: &str,
+        turn_id: Option<String>,
+        at: Timestamp,
+    ) {
+        let metadata =
+            serde_json::to_string(&frame.message_metadata()).unwrap_or_else(|_| "{}".to_owned());
+        let record = MessageRecord {
+            id: message_row_id(session_id, &frame.tool_call_id),
+            task_session_id: session_id.to_owned(),
+            task_id: Some(task_id.to_owned()),
+            turn_id,
+            author_type: Some("agent".to_owned()),
+            message_type: Some("tool_call".to_owned()),
+            content: frame.title.clone(),
+            metadata,
+            created_at: at,
+            updated_at: at,
+        };
+        match self.store.upsert_message(&record).await {
+            Ok(()) => {
+                self.stats.message_writes += 1;
+                if frame.is_new {
+                    self.stats.messages += 1;
+                }
+            }
+            Err(error) => self.store_error(
+                Table::Messages,
+                &record.task_session_id,
+                &error,
+                &frame.tool_call_id,
+            ),
+        }
+    }
+
+    async fn record_subagent(
+        &mut self,
+        frame: &ToolFrame,
+        payload: fanout_acp::SubagentTask,
+        task_session_id: String,
+        task_id: String,
+        turn_id: Option<String>,
+        at: Timestamp,
+    ) {
+        let key = (task_session_id.clone(), frame.tool_call_id.clone());
+        let outcome = self
+            .writer
+            .record_outcome(SubagentFrame {
+                task_session_id,
+                task_id,
+                turn_id,
+                tool_call_id: frame.tool_call_id.clone(),
+                parent_tool_call_id: frame.parent_tool_call_id.clone(),
+                agent_execution_id: self.execution_id.clone(),
+                tool_status: frame.tool_status.clone(),
+                payload,
+                observed_at: at,
+            })
+            .await;
+        if outcome == RecordOutcome::Persisted && self.subagent_rows.insert(key) {
+            self.stats.subagent_rows += 1;
+        }
+    }
+
+    /// Kandev parity for AC-2: a subagent launch sent without a session id is counted as
+    /// `skipped_no_identity`. The tracker drops such frames, so a throwaway tracker
+    /// recognises this one line under a placeholder session.
+    async fn on_missing_session(&mut self, direction: Direction, line: &[u8], at: Timestamp) {
+        const PLACEHOLDER: &str = "\u{0}fanout-missing-session";
+        let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let is_update = message.get("method").and_then(Value::as_str) == Some("session/update");
+        let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if !is_update {
+            return;
+        }
+        params.insert("sessionId".to_owned(), Value::from(PLACEHOLDER));
+        let mut probe = Tracker::new();
+        for event in probe.observe(direction, &message.to_string()) {
+            if let TrackerEvent::Tool(frame) = event
+                && let Some(task) = frame.subagent.clone()
+            {
+                tracing::warn!(
+                    tool_call_id = %frame.tool_call_id,
+                    "subagent frame without a session id: not recorded"
+                );
+                self.record_subagent(&frame, task, String::new(), String::new(), None, at)
+                    .await;
+            }
+        }
+    }
+
+    fn session_state(&mut self, acp_session_id: &str, at: Timestamp) -> &mut SessionState {
+        let execution = self.execution_id.as_deref().unwrap_or(UNKNOWN_EXECUTION);
+        self.sessions
+            .entry(acp_session_id.to_owned())
+            .or_insert_with(|| SessionState {
+                row_id: session_row_id(execution, acp_session_id),
+                cwd: None,
+                started_at: at,
+                row_written: false,
+                open_turn: None,
+            })
+    }
+
+    /// The session's task id, writing its row first if it is not in the store yet
+    /// (a session first seen through its traffic gets its row on first need, so every
+    /// foreign key holds). `None`: no task, so nothing of this session is recorded.
+    async fn ensure_session_row(&mut self, acp_session_id: &str, at: Timestamp) -> Option<String> {
+        let configured_task = self.task_id.clone();
+        let state = self.session_state(acp_session_id, at);
+        let task_id = configured_task.or_else(|| state.cwd.clone())?;
+        if !state.row_written {
+            let record = self.session_record(acp_session_id, &task_id, at)?;
+            match self.store.upsert_session(&record).await {
+                Ok(()) => {
+                    if let Some(state) = self.sessions.get_mut(acp_session_id) {
+                        state.row_written = true;
+                    }
+                    self.stats.sessions =
+                        self.sessions.values().filter(|s| s.row_written).count() as u64;
+                }
+                Err(error) => self.store_error(Table::Sessions, &record.id, &error, ""),
+            }
+        }
+        Some(task_id)
+    }
+
+    /// Moves the session's `updated_at` (turn activity).
+    async fn touch_session(&mut self, acp_session_id: &str, at: Timestamp) {
+        let task_id = self.task_id.clone().or_else(|| {
+            self.sessions
+                .get(acp_session_id)
+                .and_then(|s| s.cwd.clone())
+        });
+        let Some(record) = task_id.and_then(|task| self.session_record(acp_session_id, &task, at))
+        else {
+            return;
+        };
+        if let Err(error) = self.store.upsert_session(&record).await {
+            self.store_error(Table::Sessions, &record.id, &error, "");
+        }
+    }
+
+    fn session_record(
+        &self,
+        acp_session_id: &str,
+        task_id: &str,
+        at: Timestamp,
+    ) -> Option<SessionRecord> {
+        let state = self.sessions.get(acp_session_id)?;
+        Some(SessionRecord {
+            id: state.row_id.clone(),
+            task_id: task_id.to_owned(),
+            acp_session_id: Some(acp_session_id.to_owned()),
+            agent_execution_id: Some(
+                self.execution_id
+                    .clone()
+                    .unwrap_or_else(|| UNKNOWN_EXECUTION.to_owned()),
+            ),
+            agent_command: self.agent_command.clone(),
+            cwd: state.cwd.clone(),
+            started_at: state.started_at,
+            completed_at: None,
+            updated_at: at,
+        })
+    }
+
+    async fn write_turn(&mut self, record: &TurnRecord) -> bool {
+        match self.store.upsert_turn(record).await {
+            Ok(()) => true,
+            Err(error) => {
+                self.store_error(Table::Turns, &record.task_session_id, &error, "");
+                false
+            }
+        }
+    }
+
+    fn count_without_task(&mut self) {
+        self.stats.frames_without_task += 1;
+        metrics::counter!(FRAMES_WITHOUT_TASK_METRIC).increment(1);
+    }
+
+    fn store_error(
+        &mut self,
+        table: Table,
+        session_id: &str,
+        error: &fanout_store::StoreError,
+        tool_call_id: &str,
+    ) {
+        self.stats.store_errors += 1;
+        metrics::counter!(STORE_ERRORS_METRIC, "table" => table.as_str()).increment(1);
+        tracing::warn!(
+            table = table.as_str(),
+            session_id = %session_id,
+            tool_call_id = %tool_call_id,
+            error = %error,
+            "capture write failed"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! The writer-health counters of AC-26, per writer and through the `metrics` facade.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// The `metrics` counter every writer outcome moves, labelled `outcome`.
+pub const SUBAGENT_CONTEXT_METRIC: &str = "fanout_subagent_context_total";
+/// Lines offered to capture (any content, either direction).
+pub const FRAMES_SEEN_METRIC: &str = "fanout_capture_frames_total";
+/// Lines that were not JSON-RPC (still forwarded by the proxy, never recorded).
+pub const FRAMES_NOT_UNDERSTOOD_METRIC: &str = "fanout_capture_frames_not_understood_total";
+/// Lines that would have been recorded but had no task id (DESIGN 3.2).
+pub const FRAMES_WITHOUT_TASK_METRIC: &str = "fanout_capture_frames_without_task_total";
+/// Failed session, turn and message writes, labelled `table`. Subagent write failures
+/// are the `failed` outcome of [`SUBAGENT_CONTEXT_METRIC`].
+pub const STORE_ERRORS_METRIC: &str = "fanout_capture_store_errors_total";
+
+/// One counter of AC-26. The label value of [`SUBAGENT_CONTEXT_METRIC`] is [`Outcome::as_str`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Attempted,
+    Persisted,
+    SkippedNoIdentity,
+    AnomalousValue,
+    Failed,
+    UnknownExecution,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Attempted => "attempted",
+            Outcome::Persisted => "persisted",
+            Outcome::SkippedNoIdentity => "skipped_no_identity",
+            Outcome::AnomalousValue => "anomalous_value",
+            Outcome::Failed => "failed",
+            Outcome::UnknownExecution => "unknown_execution",
+        }
+    }
+}
+
+/// One writer's own counters. Every move also goes to the process-wide `metrics`
+/// recorder (if one is installed), so tests read these and operators read that.
+///
+/// Invariant (AC-26): `attempted = skipped_no_identity + persisted + failed`;
+/// `anomalous_value` and `unknown_execution` qualify frames and overlap the others.
+#[derive(Debug, Default)]
+pub struct WriterCounters {
+    attempted: AtomicU64,
+    persisted: AtomicU64,
+    skipped_no_identity: AtomicU64,
+    anomalous_value: AtomicU64,
+    failed: AtomicU64,
+    unknown_execution: AtomicU64,
+}
+
+/// A consistent-enough copy of [`WriterCounters`] (each field read once, relaxed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CounterSnapshot {
+    pub attempted: u64,
+    pub persisted: u64,
+    pub skipped_no_identity: u64,
+    pub anomalous_value: u64,
+    pub failed: u64,
+    pub unknown_execution: u64,
+}
+
+impl WriterCounters {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn bump(&self, outcome: Outcome) {
+        let cell = match outcome {
+            Outcome::Attempted => &self.attempted,
+            Outcome::Persisted => &self.persisted,
+            Outcome::SkippedNoIdentity => &self.skipped_no_identity,
+            Outcome::AnomalousValue => &self.anomalous_value,
+            Outcome::Failed => &self.failed,
+            Outcome::UnknownExecution => &self.unknown_execution,
+        };
+        cell.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(SUBAGENT_CONTEXT_METRIC, "outcome" => outcome.as_str()).increment(1);
+    }
+
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let read = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
+        CounterSnapshot {
+            attempted: read(&self.attempted),
+            persisted: read(&self.persisted),
+            skipped_no_identity: read(&self.skipped_no_identity),
+            anomalous_value: read(&self.anomalous_value),
+            failed: read(&self.failed),
+            unknown_execution: read(&self.unknown_execution),
+        }
+    }
+}
+
+impl CounterSnapshot {
+    /// Field-wise sum, for totals over several writers (one per imported file).
+    pub fn add(&mut self, other: &CounterSnapshot) {
+        self.attempted += other.attempted;
+        self.persisted += other.persisted;
+        self.skipped_no_identity += other.skipped_no_identity;
+        self.anomalous_value += other.anomalous_value;
+        self.failed += other.failed;
+        self.unknown_execution += other.unknown_execution;
+    }
+}

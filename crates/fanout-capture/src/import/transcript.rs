@@ -1,0 +1,172 @@
+//! fanout transcripts (DESIGN 3.1): `{"type":"fanout-transcript","version":1,
+//! "executionId","taskId","agentCommand","startedAt"}`, then one `{ts, dir, line}` per frame.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use fanout_acp::Direction;
+use fanout_store::{Store, Timestamp};
+use serde_json::Value;
+
+use super::lines::NumberedLines;
+use super::{FileSummary, ImportError, ImportProgress, SourceKind};
+use crate::capture::{Capture, CaptureConfig};
+
+/// The only transcript version this build reads.
+const TRANSCRIPT_VERSION: u64 = 1;
+
+pub(super) async fn import_transcript(
+    store: Arc<dyn Store>,
+    path: &Path,
+    progress: &dyn ImportProgress,
+) -> Result<FileSummary, ImportError> {
+    let mut lines = NumberedLines::open(path).await?;
+    let mut summary = FileSummary::new(path, SourceKind::Transcript);
+    let config = loop {
+        let Some((_, consumed, line)) = lines.next_line().await? else {
+            return Err(ImportError::BadHeader {
+                path: path.to_owned(),
+                reason: "the file has no header line".to_owned(),
+            });
+        };
+        progress.advanced(consumed);
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        break parse_header(line).map_err(|reason| ImportError::BadHeader {
+            path: path.to_owned(),
+            reason,
+        })?;
+    };
+    let mut capture = Capture::new(store, config);
+    while let Some((number, consumed, line)) = lines.next_line().await? {
+        progress.advanced(consumed);
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        summary.frames += 1;
+        match parse_frame(line) {
+            Ok((at, direction, frame)) => capture.observe(direction, frame.as_bytes(), at).await,
+            Err(reason) => {
+                summary.bad_line(path, number, reason);
+                if let Some(error) = summary.errors.last() {
+                    progress.line_error(error);
+                }
+            }
+        }
+    }
+    summary.capture = capture.stats();
+    summary.counters = capture.counters().snapshot();
+    Ok(summary)
+}
+
+fn parse_header(line: &[u8]) -> Result<CaptureConfig, String> {
+    let header: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    if header.get("type").and_then(Value::as_str) != Some("fanout-transcript") {
+        return Err(r#"expected "type": "fanout-transcript""#.to_owned());
+    }
+    match header.get("version").and_then(Value::as_u64) {
+        Some(TRANSCRIPT_VERSION) => {}
+        Some(other) => {
+            return Err(format!(
+                "version {other} is not supported (this build reads version {TRANSCRIPT_VERSION})"
+            ));
+        }
+        None => return Err("no numeric \"version\"".to_owned()),
+    }
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match header.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone()).filter(|s| !s.is_empty())),
+            Some(other) => Err(format!("\"{key}\" must be a string or null, not {other}")),
+        }
+    };
+    let agent_command = match header.get("agentCommand") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        // The argv as recorded; joined with spaces for the one text column.
+        Some(Value::Array(argv)) => Some(
+            argv.iter()
+                .map(|arg| arg.as_str().map_or_else(|| arg.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        Some(other) => {
+            return Err(format!(
+                "\"agentCommand\" must be an array, a string or null, not {other}"
+            ));
+        }
+    };
+    Ok(CaptureConfig {
+        agent_execution_id: text("executionId")?,
+        task_id: text("taskId")?,
+        agent_command: agent_command.filter(|c| !c.is_empty()),
+    })
+}
+
+fn parse_frame(line: &[u8]) -> Result<(Timestamp, Direction, String), String> {
+    let mut record: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(object) = record.as_object_mut() else {
+        return Err("not a JSON object".to_owned());
+    };
+    let ts = object
+        .get("ts")
+        .and_then(Value::as_str)
+        .ok_or("no \"ts\" string")?;
+    let at = Timestamp::parse(ts).map_err(|e| format!("bad \"ts\": {e}"))?;
+    let dir = object
+        .get("dir")
+        .and_then(Value::as_str)
+        .ok_or("no \"dir\" string")?;
+    let direction = Direction::from_tag(dir)
+        .ok_or_else(|| format!("bad \"dir\" {dir:?} (expected \"c2a\" or \"a2c\")"))?;
+    match object.remove("line") {
+        Some(Value::String(frame)) => Ok((at, direction, frame)),
+        _ => Err("no \"line\" string".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_fields() {
+        let config = parse_header(
+            br#"{"type":"fanout-transcript","version":1,"executionId":"e1","taskId":null,"agentCommand":["npx","x"],"startedAt":"2026-08-03T15:32:20Z"}"#,
+        )
+        .expect("header");
+        assert_eq!(config.agent_execution_id.as_deref(), Some("e1"));
+        assert_eq!(config.task_id, None);
+        assert_eq!(config.agent_command.as_deref(), Some("npx x"));
+        assert!(
+            parse_header(br#"{"type":"fanout-transcript","version":2}"#)
+                .is_err_and(|e| e.contains("version 2"))
+        );
+        assert!(parse_header(b"[]").is_err());
+        assert!(parse_header(br#"{"type":"fanout-transcript","version":1,"taskId":3}"#).is_err());
+    }
+
+    #[test]
+    fn frame_errors_say_what_is_wrong() {
+        let ok = parse_frame(br#"{"ts":"2026-08-03T15:32:20Z","dir":"a2c","line":"{}"}"#);
+        assert!(ok.is_ok());
+        for (line, expected) in [
+            (&b"{"[..], "not JSON"),
+            (b"3", "not a JSON object"),
+            (br#"{"dir":"a2c","line":"x"}"#, "\"ts\""),
+            (br#"{"ts":"noon","dir":"a2c","line":"x"}"#, "bad \"ts\""),
+            (
+                br#"{"ts":"2026-08-03T15:32:20Z","dir":"up","line":"x"}"#,
+                "bad \"dir\"",
+            ),
+            (
+                br#"{"ts":"2026-08-03T15:32:20Z","dir":"c2a","line":7}"#,
+                "\"line\"",
+            ),
+        ] {
+            let error = parse_frame(line).expect_err("bad frame");
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The subagent writer (DESIGN 4.2, Kandev's `RecordSubagentContext`): identity gate,
+//! value normalisation, terminality, one upsert, counters. It returns nothing, so
+//! telemetry can never fail the product path that calls it.
+
+use std::sync::Arc;
+
+use fanout_acp::SubagentTask;
+use fanout_store::{Store, SubagentRecord, Timestamp, is_terminal_tool_status};
+
+use crate::counters::{Outcome, WriterCounters};
+
+/// One subagent frame as capture hands it over: identities, the frame's own tool
+/// status and a snapshot of the cumulative payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubagentFrame {
+    /// The `task_sessions.id` of the session the row belongs to.
+    pub task_session_id: String,
+    pub task_id: String,
+    /// The turn open when the frame was observed; never created for this frame.
+    pub turn_id: Option<String>,
+    pub tool_call_id: String,
+    pub parent_tool_call_id: Option<String>,
+    /// `None` or `""` is stored as `'unknown'` and counted (AC-31).
+    pub agent_execution_id: Option<String>,
+    /// This frame's tool status; `None` = not a status change (the payload still merges).
+    pub tool_status: Option<String>,
+    pub payload: SubagentTask,
+    pub observed_at: Timestamp,
+}
+
+/// What one [`SubagentWriter::record`] did, for callers inside this crate that keep
+/// their own tallies (distinct rows per import).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordOutcome {
+    SkippedNoIdentity,
+    Persisted,
+    Failed,
+}
+
+/// Records subagent frames into one store and keeps its own [`WriterCounters`].
+pub struct SubagentWriter {
+    store: Arc<dyn Store>,
+    counters: Arc<WriterCounters>,
+}
+
+impl SubagentWriter {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self::with_counters(store, Arc::new(WriterCounters::new()))
+    }
+
+    /// A writer that moves the given counters (shared with whoever reads them).
+    pub fn with_counters(store: Arc<dyn Store>, counters: Arc<WriterCounters>) -> Self {
+        Self { store, counters }
+    }
+
+    pub fn counters(&self) -> Arc<WriterCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// DESIGN 4.2 for one frame. Never fails: a store error is a WARN with the session
+    /// and tool_call id and `failed`+1.
+    pub async fn record(&self, frame: SubagentFrame) {
+        self.record_outcome(frame).await;
+    }
+
+    pub(crate) async fn record_outcome(&self, frame: SubagentFrame) -> RecordOutcome {
+        self.counters.bump(Outcome::Attempted);
+        // AC-2: the execution id is deliberately not part of the gate (AC-31).
+        if frame.task_session_id.is_empty()
+            || frame.task_id.is_empty()
+            || frame.tool_call_id.is_empty()
+        {
+            self.counters.bump(Outcome::SkippedNoIdentity);
+            return RecordOutcome::SkippedNoIdentity;
+        }
+        let (record, anomalous) = normalize(&frame);
+        // Counted before the upsert, so also for frames whose write then fails (Kandev).
+        if anomalous {
+            self.counters.bump(Outcome::AnomalousValue);
+        }
+        match self.store.upsert_subagent(&record).await {
+            Ok(()) => {
+                self.counters.bump(Outcome::Persisted);
+                if record.agent_execution_id.is_none() {
+                    self.counters.bump(Outcome::UnknownExecution);
+                }
+                RecordOutcome::Persisted
+            }
+            Err(error) => {
+                tracing::warn!(
+                    session_id = %frame.task_session_id,
+                    tool_call_id = %frame.tool_call_id,
+                    error = %error,
+                    "failed to record subagent context"
+                );
+                self.counters.bump(Outcome::Failed);
+                RecordOutcome::Failed
+            }
+        }
+    }
+}
+
+/// The value rules of DESIGN 4.2 (AC-7…AC-11, AC-23): returns the record to upsert and
+/// whether any metric was negative (`anomalous_value`, once per frame).
+pub fn normalize(frame: &SubagentFrame) -> (SubagentRecord, bool) {
+    let task = &frame.payload;
+    let mut anomalous = false;
+    // total_tokens and duration_ms: 0 means "not reported" (AC-7a).
+    let mut metric = |value: Option<i64>, zero_is_unreported: bool| match value {
+        Some(v) if v < 0 => {
+            anomalous = true;
+            None
+        }
+        Some(0) if zero_is_unreported => None,
+        other => other,
+    };
+    let total_tokens = metric(task.total_tokens, true);
+    let duration_ms = metric(task.duration_ms, true);
+    // tool_use_count: a reported 0 is a report (AC-8).
+    let tool_use_count = metric(task.tool_use_count, false);
+    let tool_status = non_empty(frame.tool_status.as_deref());
+    // AC-11: terminality comes from the tool status only; the agent status never decides.
+    let settled_at = tool_status
+        .as_deref()
+        .filter(|status| is_terminal_tool_status(status))
+        .map(|_| frame.observed_at);
+    let record = SubagentRecord {
+        task_session_id: frame.task_session_id.clone(),
+        task_id: frame.task_id.clone(),
+        turn_id: non_empty(frame.turn_id.as_deref()),
+        tool_call_id: frame.tool_call_id.clone(),
+        agent_execution_id: non_empty(frame.agent_execution_id.as_deref()),
+        parent_tool_call_id: non_empty(frame.parent_tool_call_id.as_deref()),
+        subagent_type: non_empty(Some(&task.subagent_type)),
+        description: non_empty(Some(&task.description)),
+        agent_id: non_empty(task.agent_id.as_deref()),
+        child_session_id: non_empty(task.child_session_id.as_deref()),
+        model: non_empty(task.model.as_deref()),
+        agent_status: non_empty(task.status.as_deref()),
+        tool_status,
+        is_async: task.is_async,
+        total_tokens,
+        tool_use_count,
+        duration_ms,
+        observed_at: Some(frame.observed_at),
+        settled_at,
+    };
+    (record, anomalous)
+}
+
+/// '' -> NULL (AC-4, AC-23).
+fn non_empty(value: Option<&str>) -> Option<String> {
+    value.filter(|v| !v.is_empty()).map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame() -> SubagentFrame {
+        SubagentFrame {
+            task_session_id: "s".into(),
+            task_id: "t".into(),
+            turn_id: None,
+            tool_call_id: "tc".into(),
+            parent_tool_call_id: None,
+            agent_execution_id: Some("exec".into()),
+            tool_status: None,
+            payload: SubagentTask::default(),
+            observed_at: Timestamp::parse("2026-08-10T09:00:00Z").expect("fixed time"),
+        }
+    }
+
+    #[test]
+    fn zero_tokens_and_duration_are_unreported_but_zero_tool_uses_is_a_report() {
+        let mut f = frame();
+        f.payload.total_tokens = Some(0);
+        f.payload.duration_ms = Some(0);
+        f.payload.tool_use_count = Some(0);
+        let (record, anomalous) = normalize(&f);
+        assert_eq!(record.total_tokens, None);
+        assert_eq!(record.duration_ms, None);
+        assert_eq!(record.tool_use_count, Some(0));
+        assert!(!anomalous);
+    }
+
+    #[test]
+    fn negative_metrics_are_null_and_flag_the_frame_once() {
+        let mut f = frame();
+        f.payload.total_tokens = Some(-1);
+        f.payload.duration_ms = Some(-5);
+        f.payload.tool_use_count = Some(-2);
+        let (record, anomalous) = normalize(&f);
+        assert_eq!(
+            (
+                record.total_tokens,
+                record.duration_ms,
+                record.tool_use_count
+            ),
+            (None, None, None)
+        );
+        assert!(anomalous);
+        f.payload.total_tokens = Some(7);
+        f.payload.duration_ms = None;
+        f.payload.tool_use_count = Some(-1);
+        let (record, anomalous) = normalize(&f);
+        assert_eq!(record.total_tokens, Some(7));
+        assert_eq!(record.tool_use_count, None);
+        assert!(anomalous);
+    }
+
+    #[test]
+    fn empty_texts_are_null() {
+        let mut f = frame();
+        f.turn_id = Some(String::new());
+        f.parent_tool_call_id = Some(String::new());
+        f.agent_execution_id = Some(String::new());
+        f.tool_status = Some(String::new());
+        f.payload.status = Some(String::new());
+        f.payload.model = Some(String::new());
+        let (record, _) = normalize(&f);
+        assert_eq!(record.turn_id, None);
+        assert_eq!(record.parent_tool_call_id, None);
+        assert_eq!(record.agent_execution_id, None);
+        assert_eq!(record.tool_status, None);
+        assert_eq!(record.agent_status, None);
+        assert_eq!(record.model, None);
+        assert_eq!(record.description, None);
+        assert_eq!(record.subagent_type, None);
+    }
+
+    #[test]
+    fn only_a_terminal_tool_status_settles() {
+        let mut f = frame();
+        f.payload.status = Some("completed".into());
+        f.tool_status = Some("in_progress".into());
+        assert_eq!(
+            normalize(&f).0.settled_at,
+            None,
+            "agent status never decides"
+        );
+        for status in [
+            "completed",
+            "failed",
+            "cancelled",
+            "error",
+            "success",
+            "complete",
+        ] {
+            f.tool_status = Some(status.into());
+            assert_eq!(normalize(&f).0.settled_at, Some(f.observed_at), "{status}");
+        }
+        f.tool_status = None;
+        assert_eq!(normalize(&f).0.settled_at, None);
+    }
+}

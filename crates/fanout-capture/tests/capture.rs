@@ -1,0 +1,428 @@
+//! Capture-level behaviour (DESIGN 3.2, 4.2): turns, identities, counters and failures,
+//! on SQLite and PostgreSQL.
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::{as_store, assert_invariant, at, count, open};
+use fanout_acp::Direction;
+use fanout_capture::{
+    Capture, CaptureConfig, CounterSnapshot, message_row_id, session_row_id, turn_row_id,
+};
+use fanout_store::testing::TestDb;
+use fanout_store::{
+    Activation, Engine, FanoutReport, Health, MessageRecord, ReportScope, SessionRecord, SqlStore,
+    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord,
+    both_engines,
+};
+
+const A2C: Direction = Direction::AgentToClient;
+const C2A: Direction = Direction::ClientToAgent;
+const EXEC: &str = "exec-1";
+const ACP: &str = "s1";
+
+fn config() -> CaptureConfig {
+    CaptureConfig {
+        agent_execution_id: Some(EXEC.into()),
+        task_id: None,
+        agent_command: Some("agent --acp".into()),
+    }
+}
+
+fn session_new() -> [(Direction, String); 2] {
+    [
+        (C2A, r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/proj","mcpServers":[]}}"#.into()),
+        (A2C, format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"{ACP}"}}}}"#)),
+    ]
+}
+
+fn prompt(id: u32) -> (Direction, String) {
+    (
+        C2A,
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"session/prompt","params":{{"sessionId":"{ACP}","prompt":[]}}}}"#
+        ),
+    )
+}
+
+fn prompt_end(id: u32) -> (Direction, String) {
+    (
+        A2C,
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"stopReason":"end_turn"}}}}"#),
+    )
+}
+
+fn update(session: &str, update: &str) -> (Direction, String) {
+    (
+        A2C,
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{update}}}}}"#
+        ),
+    )
+}
+
+/// A Claude `Agent` launch.
+fn launch(session: &str, tool_call_id: &str) -> (Direction, String) {
+    update(
+        session,
+        &format!(
+            r#"{{"sessionUpdate":"tool_call","toolCallId":"{tool_call_id}","title":"Task","kind":"think","status":"pending","rawInput":{{"description":"review","prompt":"p","subagent_type":"reviewer"}},"_meta":{{"claudeCode":{{"toolName":"Agent"}}}}}}"#
+        ),
+    )
+}
+
+/// A Claude result with the given metrics, terminal.
+fn result(tool_call_id: &str, tokens: i64, tool_uses: i64) -> (Direction, String) {
+    update(
+        ACP,
+        &format!(
+            r#"{{"sessionUpdate":"tool_call_update","toolCallId":"{tool_call_id}","status":"completed","_meta":{{"claudeCode":{{"toolName":"Agent","toolResponse":{{"status":"completed","agentId":"a1","totalTokens":{tokens},"totalDurationMs":10,"totalToolUseCount":{tool_uses}}}}}}}}}"#
+        ),
+    )
+}
+
+async fn feed(capture: &mut Capture, lines: &[(Direction, String)]) {
+    for (i, (direction, line)) in lines.iter().enumerate() {
+        let observed = at("2026-08-10T09:00:00Z").plus_micros(i as i64 * 1_000);
+        capture.observe(*direction, line.as_bytes(), observed).await;
+    }
+}
+
+fn session_id() -> String {
+    session_row_id(EXEC, ACP)
+}
+
+async fn only_row(store: &SqlStore) -> SubagentRow {
+    let rows = store
+        .subagents_by_session(&session_id())
+        .await
+        .expect("read");
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    rows.into_iter().next().expect("one row")
+}
+
+fn counters(capture: &Capture) -> CounterSnapshot {
+    let snapshot = capture.counters().snapshot();
+    assert_invariant(&snapshot);
+    snapshot
+}
+
+async fn frame_outside_any_prompt_records_turn_null(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.push(launch(ACP, "t1"));
+    feed(&mut capture, &lines).await;
+    let row = only_row(&store).await;
+    assert_eq!(row.turn_id, None);
+    let (turn, content, _) = common::message(&db.url, &message_row_id(&session_id(), "t1"))
+        .await
+        .expect("message");
+    assert_eq!(turn, None);
+    assert_eq!(content.as_deref(), Some("Task"));
+    assert_eq!(
+        count(&db.url, "task_session_turns").await,
+        0,
+        "never creates a turn"
+    );
+    assert_eq!(counters(&capture).persisted, 1);
+}
+
+async fn terminal_frame_after_its_turn_ended_keeps_the_turn(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([
+        prompt(2),
+        launch(ACP, "t1"),
+        prompt_end(2),
+        result("t1", 500, 2),
+    ]);
+    feed(&mut capture, &lines).await;
+    let row = only_row(&store).await;
+    let turn = turn_row_id(&session_id(), "2");
+    assert_eq!(row.turn_id.as_deref(), Some(turn.as_str()));
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert!(row.settled_at.is_some());
+    assert_eq!((row.total_tokens, row.tool_use_count), (Some(500), Some(2)));
+    let (message_turn, _, metadata) =
+        common::message(&db.url, &message_row_id(&session_id(), "t1"))
+            .await
+            .expect("message");
+    assert_eq!(message_turn.as_deref(), Some(turn.as_str()));
+    assert_eq!(metadata["status"], "completed");
+    let turns = common::text_rows(
+        &db.url,
+        "SELECT CAST(id AS TEXT), CAST(stop_reason AS TEXT) FROM task_session_turns WHERE completed_at IS NOT NULL",
+    )
+    .await;
+    assert_eq!(turns, vec![vec![Some(turn), Some("end_turn".into())]]);
+    assert_eq!(capture.stats().turns, 1);
+}
+
+async fn a_null_turn_is_filled_by_a_later_frame(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([launch(ACP, "t1"), prompt(2), result("t1", 5, 1)]);
+    feed(&mut capture, &lines).await;
+    let row = only_row(&store).await;
+    assert_eq!(row.turn_id, Some(turn_row_id(&session_id(), "2")), "AC-2a");
+}
+
+async fn a_non_subagent_tool_records_nothing(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([
+        prompt(2),
+        update(
+            ACP,
+            r#"{"sessionUpdate":"tool_call","toolCallId":"bash-1","title":"ls","kind":"execute","status":"pending","rawInput":{"command":"ls"},"_meta":{"claudeCode":{"toolName":"Bash"}}}"#,
+        ),
+        update(ACP, r#"{"sessionUpdate":"tool_call_update","toolCallId":"bash-1","status":"completed"}"#),
+    ]);
+    feed(&mut capture, &lines).await;
+    assert_eq!(counters(&capture), CounterSnapshot::default());
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+    let (_, _, metadata) = common::message(&db.url, &message_row_id(&session_id(), "bash-1"))
+        .await
+        .expect("message");
+    assert_eq!(metadata["normalized"]["kind"], "shell_exec");
+    assert_eq!(metadata["status"], "completed");
+    assert_eq!(capture.stats().messages, 1);
+    assert_eq!(capture.stats().message_writes, 2);
+}
+
+async fn an_empty_session_id_moves_only_skipped_no_identity(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.push(launch("", "t1"));
+    feed(&mut capture, &lines).await;
+    assert_eq!(
+        counters(&capture),
+        CounterSnapshot {
+            attempted: 1,
+            skipped_no_identity: 1,
+            ..CounterSnapshot::default()
+        }
+    );
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+    assert_eq!(count(&db.url, "task_session_messages").await, 0);
+}
+
+async fn no_task_records_nothing_and_skips(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    // session/new without a cwd, and no configured task.
+    let lines = vec![
+        (
+            C2A,
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"mcpServers":[]}}"#
+                .to_owned(),
+        ),
+        (
+            A2C,
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"{ACP}"}}}}"#),
+        ),
+        prompt(2),
+        launch(ACP, "t1"),
+    ];
+    feed(&mut capture, &lines).await;
+    assert_eq!(
+        counters(&capture),
+        CounterSnapshot {
+            attempted: 1,
+            skipped_no_identity: 1,
+            ..CounterSnapshot::default()
+        }
+    );
+    for table in common::TABLES {
+        assert_eq!(count(&db.url, table).await, 0, "{table}");
+    }
+    assert_eq!(capture.stats().frames_without_task, 2);
+}
+
+async fn a_configured_task_wins_and_a_session_seen_first_through_traffic_gets_its_row(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(
+        as_store(&store),
+        CaptureConfig {
+            task_id: Some("TASK-7".into()),
+            ..config()
+        },
+    );
+    // No session/new: the transcript starts mid-stream.
+    feed(&mut capture, &[prompt(5), launch(ACP, "t1")]).await;
+    let row = only_row(&store).await;
+    assert_eq!(row.task_id, "TASK-7");
+    assert_eq!(row.turn_id, Some(turn_row_id(&session_id(), "5")));
+    let sessions = common::text_rows(
+        &db.url,
+        "SELECT CAST(id AS TEXT), CAST(task_id AS TEXT), CAST(cwd AS TEXT) FROM task_sessions",
+    )
+    .await;
+    assert_eq!(
+        sessions,
+        vec![vec![Some(session_id()), Some("TASK-7".into()), None]]
+    );
+    assert_eq!(capture.stats().sessions, 1);
+}
+
+async fn no_execution_id_is_unknown_and_counted(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(
+        as_store(&store),
+        CaptureConfig {
+            agent_execution_id: Some(String::new()),
+            ..config()
+        },
+    );
+    let mut lines = session_new().to_vec();
+    lines.extend([launch(ACP, "t1"), result("t1", 1, 1)]);
+    feed(&mut capture, &lines).await;
+    let rows = store
+        .subagents_by_session(&session_row_id("unknown", ACP))
+        .await
+        .expect("read");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].agent_execution_id, "unknown");
+    let c = counters(&capture);
+    assert_eq!((c.persisted, c.unknown_execution), (2, 2));
+}
+
+async fn negative_metrics_are_null_and_anomalous_once_per_frame(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([launch(ACP, "t1"), result("t1", -5, -1)]);
+    feed(&mut capture, &lines).await;
+    let row = only_row(&store).await;
+    assert_eq!(
+        (row.total_tokens, row.tool_use_count, row.duration_ms),
+        (None, None, Some(10))
+    );
+    let c = counters(&capture);
+    assert_eq!((c.attempted, c.persisted, c.anomalous_value), (2, 2, 1));
+}
+
+/// A store whose subagent writes fail; everything else is the real store.
+struct FailingSubagentStore(Arc<SqlStore>);
+
+#[async_trait]
+impl Store for FailingSubagentStore {
+    fn engine(&self) -> Engine {
+        self.0.engine()
+    }
+    fn target(&self) -> &str {
+        self.0.target()
+    }
+    async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        self.0.upsert_session(s).await
+    }
+    async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
+        self.0.upsert_turn(t).await
+    }
+    async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
+        self.0.upsert_message(m).await
+    }
+    async fn upsert_subagent(&self, _: &SubagentRecord) -> Result<(), StoreError> {
+        Err(StoreError::Query {
+            op: "subagent upsert",
+            cause: sqlx::Error::Protocol("the disk is full (test)".into()),
+        })
+    }
+    async fn delete_session(&self, id: &str) -> Result<u64, StoreError> {
+        self.0.delete_session(id).await
+    }
+    async fn delete_turn(&self, id: &str) -> Result<u64, StoreError> {
+        self.0.delete_turn(id).await
+    }
+    async fn subagents_by_session(&self, id: &str) -> Result<Vec<SubagentRow>, StoreError> {
+        self.0.subagents_by_session(id).await
+    }
+    async fn subagents_by_turn(&self, id: &str) -> Result<Vec<SubagentRow>, StoreError> {
+        self.0.subagents_by_turn(id).await
+    }
+    async fn run_migrations(&self) -> Vec<StepOutcome> {
+        self.0.run_migrations().await
+    }
+    async fn activation(&self) -> Result<Activation, StoreError> {
+        self.0.activation().await
+    }
+    async fn health(&self) -> Result<Health, StoreError> {
+        self.0.health().await
+    }
+    async fn counts(&self) -> Result<TableCounts, StoreError> {
+        self.0.counts().await
+    }
+    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
+        self.0.fanout_report(scope).await
+    }
+}
+
+async fn a_failed_subagent_write_counts_failed_and_the_rest_still_happens(db: TestDb) {
+    let store = open(&db).await;
+    let failing: Arc<dyn Store> = Arc::new(FailingSubagentStore(Arc::clone(&store)));
+    let mut capture = Capture::new(failing, config());
+    let mut lines = session_new().to_vec();
+    lines.extend([prompt(2), launch(ACP, "t1"), prompt_end(2)]);
+    feed(&mut capture, &lines).await;
+    assert_eq!(
+        counters(&capture),
+        CounterSnapshot {
+            attempted: 1,
+            failed: 1,
+            ..CounterSnapshot::default()
+        }
+    );
+    let (turn, _, metadata) = common::message(&db.url, &message_row_id(&session_id(), "t1"))
+        .await
+        .expect("the message write still happened");
+    assert_eq!(turn, Some(turn_row_id(&session_id(), "2")));
+    assert_eq!(metadata["normalized"]["kind"], "subagent_task");
+    assert_eq!(
+        count(&db.url, "task_session_turns").await,
+        1,
+        "the turn still happened"
+    );
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+    assert_eq!(
+        capture.stats().store_errors,
+        0,
+        "only the subagent write failed"
+    );
+}
+
+async fn garbage_lines_are_counted_not_recorded(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    capture
+        .observe(A2C, b"not json at all", at("2026-08-10T09:00:00Z"))
+        .await;
+    capture
+        .observe(C2A, &[0xff, 0xfe, b'{'], at("2026-08-10T09:00:01Z"))
+        .await;
+    let stats = capture.stats();
+    assert_eq!((stats.frames_seen, stats.frames_not_understood), (2, 2));
+    for table in common::TABLES {
+        assert_eq!(count(&db.url, table).await, 0, "{table}");
+    }
+}
+
+both_engines!(
+    frame_outside_any_prompt_records_turn_null,
+    terminal_frame_after_its_turn_ended_keeps_the_turn,
+    a_null_turn_is_filled_by_a_later_frame,
+    a_non_subagent_tool_records_nothing,
+    an_empty_session_id_moves_only_skipped_no_identity,
+    no_task_records_nothing_and_skips,
+    a_configured_task_wins_and_a_session_seen_first_through_traffic_gets_its_row,
+    no_execution_id_is_unknown_and_counted,
+    negative_metrics_are_null_and_anomalous_once_per_frame,
+    a_failed_subagent_write_counts_failed_and_the_rest_still_happens,
+    garbage_lines_are_counted_not_recorded,
+);

@@ -1,0 +1,136 @@
+//! Shared test support: open a store, read whole tables as text on either engine.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use fanout_store::testing::TestDb;
+use fanout_store::{SqlStore, Store, Timestamp};
+use sqlx::Row;
+
+pub const TABLES: [&str; 4] = [
+    "task_sessions",
+    "task_session_turns",
+    "task_session_messages",
+    "task_session_subagents",
+];
+
+pub async fn open(db: &TestDb) -> Arc<SqlStore> {
+    Arc::new(db.open().await.expect("open store"))
+}
+
+pub fn as_store(store: &Arc<SqlStore>) -> Arc<dyn Store> {
+    Arc::clone(store) as Arc<dyn Store>
+}
+
+pub fn at(text: &str) -> Timestamp {
+    Timestamp::parse(text).expect("test timestamp")
+}
+
+/// Every row of `sql` with every column read as text (`CAST(… AS TEXT)` in the query).
+pub async fn text_rows(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    fn decode<R: Row>(row: &R) -> Vec<Option<String>>
+    where
+        for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+        usize: sqlx::ColumnIndex<R>,
+    {
+        (0..row.len())
+            .map(|i| {
+                row.try_get::<Option<String>, usize>(i)
+                    .expect("text column")
+            })
+            .collect()
+    }
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url)
+            .await
+            .expect("connect sqlite");
+        let rows = sqlx::query(sql).fetch_all(&pool).await.expect(sql);
+        pool.close().await;
+        rows.iter().map(decode).collect()
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("connect postgres");
+        let rows = sqlx::query(sql).fetch_all(&pool).await.expect(sql);
+        pool.close().await;
+        rows.iter().map(decode).collect()
+    }
+}
+
+/// The column names of a table, in order.
+pub async fn columns(url: &str, table: &str) -> Vec<String> {
+    let sql = if url.starts_with("sqlite:") {
+        format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid")
+    } else {
+        format!(
+            "SELECT CAST(column_name AS TEXT) FROM information_schema.columns WHERE table_name = '{table}' AND table_schema = current_schema() ORDER BY ordinal_position"
+        )
+    };
+    text_rows(url, &sql)
+        .await
+        .into_iter()
+        .filter_map(|row| row.into_iter().next().flatten())
+        .collect()
+}
+
+/// A whole table as text rows ordered by id; `except` columns are left out.
+pub async fn dump_table(url: &str, table: &str, except: &[&str]) -> Vec<Vec<Option<String>>> {
+    let cols: Vec<String> = columns(url, table)
+        .await
+        .into_iter()
+        .filter(|c| !except.contains(&c.as_str()))
+        .map(|c| format!("CAST({c} AS TEXT)"))
+        .collect();
+    text_rows(
+        url,
+        &format!("SELECT {} FROM {table} ORDER BY id", cols.join(", ")),
+    )
+    .await
+}
+
+/// Every capture table. A subagent row's `updated_at` is left out: the store sets it
+/// to the wall-clock time of the last write (it "moves with every write"), so it is
+/// the one column a replay is allowed to move.
+pub async fn dump_all(url: &str) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut all = Vec::new();
+    for table in TABLES {
+        let except: &[&str] = if table == "task_session_subagents" {
+            &["updated_at"]
+        } else {
+            &[]
+        };
+        all.push(dump_table(url, table, except).await);
+    }
+    all
+}
+
+pub async fn count(url: &str, table: &str) -> usize {
+    text_rows(url, &format!("SELECT CAST(id AS TEXT) FROM {table}"))
+        .await
+        .len()
+}
+
+/// One message row by id: (turn_id, content, metadata JSON).
+pub async fn message(
+    url: &str,
+    id: &str,
+) -> Option<(Option<String>, Option<String>, serde_json::Value)> {
+    let rows = text_rows(
+        url,
+        &format!(
+            "SELECT CAST(turn_id AS TEXT), CAST(content AS TEXT), CAST(metadata AS TEXT) FROM task_session_messages WHERE id = '{id}'"
+        ),
+    )
+    .await;
+    let row = rows.into_iter().next()?;
+    let metadata = serde_json::from_str(row[2].as_deref().unwrap_or("{}")).expect("metadata JSON");
+    Some((row[0].clone(), row[1].clone(), metadata))
+}
+
+/// AC-26: attempted = skipped_no_identity + persisted + failed.
+pub fn assert_invariant(c: &fanout_capture::CounterSnapshot) {
+    assert_eq!(
+        c.attempted,
+        c.skipped_no_identity + c.persisted + c.failed,
+        "AC-26 invariant: {c:?}"
+    );
+}
