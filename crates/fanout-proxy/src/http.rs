@@ -1,0 +1,75 @@
+//! The read-only HTTP endpoints: `/metrics` (Prometheus text), `/debug/vars` (expvar
+//! JSON) and `/healthz`. Only GET (and HEAD) are routed; nothing here changes state.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use crate::error::ProxyError;
+use crate::metrics_registry::{Registry, Snapshot, render_expvar, render_prometheus};
+
+/// Where the endpoints read their numbers: the live registry of this process, or the
+/// stats files of every proxy (`fanout serve`).
+pub trait MetricsSource: Send + Sync + 'static {
+    fn snapshot(&self) -> Snapshot;
+}
+
+impl MetricsSource for Registry {
+    fn snapshot(&self) -> Snapshot {
+        Registry::snapshot(self)
+    }
+}
+
+type Source = Arc<dyn MetricsSource>;
+
+/// The router of the three endpoints over `source`.
+pub fn router(source: Arc<dyn MetricsSource>) -> Router {
+    Router::new()
+        .route("/metrics", get(prometheus_page))
+        .route("/debug/vars", get(expvar_page))
+        .route("/healthz", get(healthz))
+        .with_state(source)
+}
+
+async fn prometheus_page(State(source): State<Source>) -> Response {
+    let body = render_prometheus(&source.snapshot());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn expvar_page(State(source): State<Source>) -> Response {
+    let body = render_expvar(&source.snapshot()).to_string();
+    (
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Serves the endpoints on `listener` until `shutdown` completes.
+pub async fn serve_http(
+    listener: TcpListener,
+    source: Arc<dyn MetricsSource>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ProxyError> {
+    axum::serve(listener, router(source))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ProxyError::Serve)
+}

@@ -1,0 +1,53 @@
+//! The capture proxy (DESIGN 3.1): `fanout proxy -- <agent command…>` sits between an
+//! ACP client and an ACP agent and records what it sees without changing a byte.
+//!
+//! Owns: supervising the agent process (own process group, signals forwarded, exit
+//! status passed through, the group cleaned up), byte-exact forwarding in both
+//! directions, the tap (a bounded queue that never blocks forwarding), the per-execution
+//! transcript, a store connection that survives the store being down, the live metrics
+//! registry (a small [`metrics::Recorder`]) and its read-only HTTP endpoints
+//! (`/metrics`, `/debug/vars`, `/healthz`), and the stats files `fanout serve` reads.
+//!
+//! Must not know: SQL, dialects, ACP semantics. Lines go to [`fanout_capture::Capture`]
+//! as bytes; rows are its business and the store's.
+//!
+//! Shape of a run ([`run`]):
+//!
+//! ```text
+//! client stdin ──pump c2a──▶ agent stdin        (raw chunks, forwarded as read)
+//! agent stdout ──pump a2c──▶ client stdout      (raw chunks, forwarded as read)
+//! agent stderr ─────────────▶ our stderr         (inherited: not even copied)
+//!        │ each pump splits a copy into lines and try_sends them (never waits)
+//!        ▼
+//!   bounded queue ──▶ consumer task: transcript line, then Capture::observe ──▶ store
+//! ```
+//!
+//! The pumps run on their own OS threads with blocking reads and writes: one read
+//! syscall and one write syscall per chunk is the least latency a copy can add, and a
+//! slow consumer can never reach them.
+
+mod agent;
+mod consumer;
+mod error;
+mod http;
+pub mod metric_names;
+mod metrics_registry;
+mod paths;
+mod proxy;
+mod ratelimit;
+mod stats;
+mod store;
+mod tap;
+mod transcript;
+
+pub use agent::AgentExit;
+pub use error::ProxyError;
+pub use http::{MetricsSource, router, serve_http};
+pub use metrics_registry::{
+    Registry, SUBAGENT_CONTEXT_METRIC, Series, SeriesValue, Snapshot, render_expvar,
+    render_prometheus, subagent_outcomes,
+};
+pub use paths::default_data_dir;
+pub use proxy::{ClientStreams, EXECUTION_ID_ENV, ProxyConfig, ProxyOutcome, ProxyTuning, run};
+pub use stats::{StatsDir, StatsFile};
+pub use transcript::{TRANSCRIPT_VERSION, TranscriptHeader, TranscriptWriter};
