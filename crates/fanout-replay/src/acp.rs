@@ -1,0 +1,377 @@
+//! A minimal ACP client that drives an agent process over stdio: `initialize`,
+//! `session/new`, then each prompt as `session/prompt`, recording every line
+//! both ways. Requests the agent makes of the client are refused with
+//! method-not-found (a snapshot client offers no capabilities).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How much of the agent's stderr is kept for error messages.
+const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// How long the agent may take to exit once its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(15);
+
+/// The agent could not be driven through the prompts.
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    /// The program could not be started.
+    #[error("cannot start the agent {program}: {error}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The underlying error.
+        error: std::io::Error,
+    },
+    /// Writing to or reading from the agent failed.
+    #[error("ACP channel to the agent failed: {0}")]
+    Io(std::io::Error),
+    /// The agent closed stdout (exited) before answering.
+    #[error("the agent exited before answering {method}{}", stderr_note(stderr))]
+    Exited {
+        /// The pending request.
+        method: String,
+        /// The end of the agent's stderr.
+        stderr: String,
+    },
+    /// No message arrived in time.
+    #[error("the agent sent nothing for {secs}s while {method} was pending")]
+    Timeout {
+        /// The pending request.
+        method: String,
+        /// The timeout.
+        secs: u64,
+    },
+    /// The agent answered with something the client cannot proceed from.
+    #[error("the agent answered {method} with {answer}")]
+    Refused {
+        /// The request.
+        method: String,
+        /// The response line.
+        answer: String,
+    },
+    /// The agent exited unsuccessfully after the prompts.
+    #[error("the agent exited with {status}{}", stderr_note(stderr))]
+    Failed {
+        /// Its exit status.
+        status: String,
+        /// The end of its stderr.
+        stderr: String,
+    },
+}
+
+// The cause is in the message; no `source()`, so `{:#}` chains print it once.
+impl From<std::io::Error> for DriveError {
+    fn from(error: std::io::Error) -> Self {
+        DriveError::Io(error)
+    }
+}
+
+fn stderr_note(stderr: &str) -> String {
+    let trimmed = stderr.trim();
+    if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ends with:\n{trimmed}")
+    }
+}
+
+/// A program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCommand {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables removed for the agent (e.g. API keys in replay).
+    pub env_remove: Vec<String>,
+}
+
+impl AgentCommand {
+    /// From an argv; `None` when it is empty.
+    pub fn from_argv(argv: &[String]) -> Option<Self> {
+        let (program, args) = argv.split_first()?;
+        Some(Self {
+            program: PathBuf::from(program),
+            args: args.to_vec(),
+            env_remove: Vec::new(),
+        })
+    }
+}
+
+/// What to do in the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrivePlan {
+    /// The session cwd (absolute).
+    pub cwd: PathBuf,
+    /// Prompts, in order.
+    pub prompts: Vec<String>,
+    /// Advertise `clientCapabilities.subagents`.
+    pub client_subagents: bool,
+    /// How long to wait for any one message.
+    pub timeout: Duration,
+}
+
+/// Which way a transcript line went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to agent (stdin).
+    Sent,
+    /// Agent to client (stdout).
+    Received,
+}
+
+/// One line of the ACP conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptLine {
+    /// Which way it went.
+    pub direction: Direction,
+    /// The raw line, without its newline.
+    pub text: String,
+}
+
+/// A finished session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriveOutcome {
+    /// Every line both ways, in order.
+    pub transcript: Vec<TranscriptLine>,
+    /// The live ACP session id.
+    pub session_id: String,
+    /// Each prompt's `stopReason`, or the JSON-RPC error message.
+    pub stop_reasons: Vec<Result<String, String>>,
+    /// The end of the agent's stderr.
+    pub stderr_tail: String,
+}
+
+struct Connection {
+    stdin: Option<ChildStdin>,
+    stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+    transcript: Vec<TranscriptLine>,
+    next_id: u64,
+    timeout: Duration,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+/// Starts `command`, runs the plan over ACP, closes stdin and waits for the
+/// agent to exit (successfully, or it is an error).
+pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutcome, DriveError> {
+    let mut process = Command::new(&command.program);
+    process
+        .args(&command.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for var in &command.env_remove {
+        process.env_remove(var);
+    }
+    let mut child = process.spawn().map_err(|error| DriveError::Spawn {
+        program: command.program.display().to_string(),
+        error,
+    })?;
+    let mut conn = Connection::attach(&mut child, plan.timeout)?;
+    let result = conn.run(plan).await;
+    let (session_id, stop_reasons) = match result {
+        Ok(done) => done,
+        Err(err) => {
+            // The agent is stuck or gone: stop it, and surface its stderr.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            let stderr = conn.stderr.await.unwrap_or_default();
+            return Err(match err {
+                DriveError::Exited { method, .. } => DriveError::Exited { method, stderr },
+                other => other,
+            });
+        }
+    };
+    drop(conn.stdin.take());
+    // The agent must not say anything after its stdin closes; if it does, the
+    // lines belong in the transcript.
+    let exited = tokio::time::timeout(EXIT_GRACE, async {
+        while let Ok(Some(line)) = conn.stdout.next_line().await {
+            conn.transcript.push(TranscriptLine {
+                direction: Direction::Received,
+                text: line,
+            });
+        }
+        child.wait().await
+    })
+    .await;
+    let status = match exited {
+        Ok(status) => status?,
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            let stderr = conn.stderr.await.unwrap_or_default();
+            return Err(DriveError::Failed {
+                status: format!(
+                    "no exit within {}s of its stdin closing",
+                    EXIT_GRACE.as_secs()
+                ),
+                stderr,
+            });
+        }
+    };
+    let stderr_tail = conn.stderr.await.unwrap_or_default();
+    if !status.success() {
+        return Err(DriveError::Failed {
+            status: status.to_string(),
+            stderr: stderr_tail,
+        });
+    }
+    Ok(DriveOutcome {
+        transcript: conn.transcript,
+        session_id,
+        stop_reasons,
+        stderr_tail,
+    })
+}
+
+impl Connection {
+    fn attach(child: &mut Child, timeout: Duration) -> Result<Self, DriveError> {
+        let missing = |what: &str| DriveError::Io(std::io::Error::other(format!("no {what} pipe")));
+        let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+        let mut stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+        // Drain stderr continuously so a chatty agent never blocks on it.
+        let stderr = tokio::spawn(async move {
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_TAIL_BYTES * 2 {
+                    tail.drain(..tail.len() - STDERR_TAIL_BYTES);
+                }
+            }
+            let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+            String::from_utf8_lossy(&tail[start..]).into_owned()
+        });
+        Ok(Self {
+            stdin: Some(stdin),
+            stdout: BufReader::new(stdout).lines(),
+            transcript: Vec::new(),
+            next_id: 0,
+            timeout,
+            stderr,
+        })
+    }
+
+    async fn run(
+        &mut self,
+        plan: &DrivePlan,
+    ) -> Result<(String, Vec<Result<String, String>>), DriveError> {
+        let mut capabilities = json!({"fs": {"readTextFile": false, "writeTextFile": false}});
+        if plan.client_subagents {
+            capabilities["subagents"] = json!({});
+        }
+        let init = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+            )
+            .await?;
+        if init.get("result").is_none() {
+            return Err(refused("initialize", &init));
+        }
+        let new = self
+            .request("session/new", json!({"cwd": plan.cwd, "mcpServers": []}))
+            .await?;
+        let session_id = new
+            .pointer("/result/sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refused("session/new", &new))?
+            .to_string();
+        let mut stop_reasons = Vec::new();
+        for prompt in &plan.prompts {
+            let answer = self
+                .request(
+                    "session/prompt",
+                    json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
+                )
+                .await?;
+            let outcome = match answer.pointer("/result/stopReason").and_then(Value::as_str) {
+                Some(reason) => Ok(reason.to_string()),
+                None => Err(answer
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no stopReason")
+                    .to_string()),
+            };
+            stop_reasons.push(outcome);
+        }
+        Ok((session_id, stop_reasons))
+    }
+
+    async fn send(&mut self, message: &Value) -> Result<(), DriveError> {
+        let text = message.to_string();
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin already closed"))?;
+        let mut line = text.clone().into_bytes();
+        line.push(b'\n');
+        stdin.write_all(&line).await?;
+        stdin.flush().await?;
+        self.transcript.push(TranscriptLine {
+            direction: Direction::Sent,
+            text,
+        });
+        Ok(())
+    }
+
+    /// Sends a request and reads until its response, recording notifications
+    /// and refusing the agent's own requests on the way.
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, DriveError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        loop {
+            let line = match tokio::time::timeout(self.timeout, self.stdout.next_line()).await {
+                Err(_) => {
+                    return Err(DriveError::Timeout {
+                        method: method.to_string(),
+                        secs: self.timeout.as_secs(),
+                    });
+                }
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => {
+                    return Err(DriveError::Exited {
+                        method: method.to_string(),
+                        stderr: String::new(),
+                    });
+                }
+                Ok(Err(err)) => return Err(err.into()),
+            };
+            let parsed: Option<Value> = serde_json::from_str(&line).ok();
+            self.transcript.push(TranscriptLine {
+                direction: Direction::Received,
+                text: line,
+            });
+            let Some(message) = parsed else { continue };
+            let is_response = message.get("method").is_none();
+            if is_response && message.get("id") == Some(&json!(id)) {
+                return Ok(message);
+            }
+            if let (Some(request_id), Some(asked)) = (message.get("id"), message.get("method")) {
+                let refusal = json!({"jsonrpc": "2.0", "id": request_id, "error": {
+                    "code": -32601, "message": format!("method not found: {asked}")}});
+                self.send(&refusal).await?;
+            }
+        }
+    }
+}
+
+fn refused(method: &str, answer: &Value) -> DriveError {
+    DriveError::Refused {
+        method: method.to_string(),
+        answer: answer.to_string(),
+    }
+}
