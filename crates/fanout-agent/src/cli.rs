@@ -8,6 +8,7 @@ use crate::agent::{AgentConfig, DEFAULT_SYSTEM_PROMPT};
 use crate::error::AgentError;
 use crate::model::anthropic::{self, AnthropicProvider};
 use crate::model::openai::{self, OpenAiProvider};
+use crate::model::replay::{self, ReplayProvider};
 use crate::model::scripted::{Script, ScriptedProvider};
 use crate::model::{LanguageModel, ProviderConfigError};
 use crate::server::serve;
@@ -16,7 +17,7 @@ use crate::server::serve;
 /// `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
-    /// Model provider: anthropic, openai or scripted (a binary may register more).
+    /// Model provider: anthropic, openai, scripted or replay (a binary may register more).
     #[arg(long, default_value = "anthropic")]
     pub provider: String,
     /// Model name sent to the provider (default depends on the provider).
@@ -31,6 +32,9 @@ pub struct AgentArgs {
     /// Append one JSON line per scripted model call (session id, script, response) to this file.
     #[arg(long)]
     pub script_trace: Option<PathBuf>,
+    /// Scenario directory (or sessions root) whose session logs the replay provider serves.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
     /// Directory of session logs (default: $XDG_DATA_HOME/fanout/sessions or ~/.local/share/fanout/sessions).
     #[arg(long)]
     pub sessions_root: Option<PathBuf>,
@@ -56,6 +60,7 @@ impl Default for AgentArgs {
             base_url: None,
             script: None,
             script_trace: None,
+            scenario: None,
             sessions_root: None,
             max_depth: 3,
             max_tokens: 8192,
@@ -76,8 +81,8 @@ struct Entry {
 }
 
 /// The providers `--provider` can name. [`ProviderRegistry::builtin`] has
-/// `anthropic`, `openai` and `scripted`; a crate that depends on this one (e.g.
-/// replay) adds its own with [`ProviderRegistry::register`] and runs
+/// `anthropic`, `openai`, `scripted` and `replay`; a crate that depends on this
+/// one adds its own with [`ProviderRegistry::register`] and runs
 /// [`run_stdio_with`].
 pub struct ProviderRegistry {
     entries: Vec<Entry>,
@@ -105,7 +110,7 @@ impl ProviderRegistry {
         }
     }
 
-    /// `anthropic`, `openai` and `scripted`.
+    /// `anthropic`, `openai`, `scripted` and `replay`.
     pub fn builtin() -> Self {
         let mut registry = Self::empty();
         registry.register("anthropic", anthropic::DEFAULT_MODEL, |args: &AgentArgs| {
@@ -130,6 +135,13 @@ impl ProviderRegistry {
                 provider = provider.with_trace(trace.clone());
             }
             Ok(Arc::new(provider) as Arc<dyn LanguageModel>)
+        });
+        registry.register("replay", replay::DEFAULT_MODEL, |args: &AgentArgs| {
+            let dir = args
+                .scenario
+                .as_deref()
+                .ok_or_else(|| ProviderConfigError("--scenario DIR is required".into()))?;
+            Ok(Arc::new(ReplayProvider::load(dir)?) as Arc<dyn LanguageModel>)
         });
         registry
     }

@@ -3,8 +3,10 @@
 //! This crate owns:
 //! - the model layer ([`model`]): the [`LanguageModel`] trait, [`GenerateOptions`]
 //!   (which carries the calling session's id), and the providers: Anthropic
-//!   Messages and OpenAI-compatible chat completions over `reqwest`/rustls, and
-//!   an in-process [`scripted`](model::scripted) provider;
+//!   Messages and OpenAI-compatible chat completions over `reqwest`/rustls, an
+//!   in-process [`scripted`](model::scripted) provider, and the
+//!   [`replay`](model::replay) provider, which serves a recorded scenario
+//!   through `fanout-replay`'s per-session binding;
 //! - the agent loop: model stream -> tool calls -> results -> … until the turn
 //!   ends, with the `subagent` tool (spawn / fork children, each a session with
 //!   its own log and its own model calls) and the read-only workspace tools
@@ -12,7 +14,7 @@
 //! - the ACP server over stdio ([`serve`], [`run_stdio`]), one JSON-RPC message
 //!   per line on stdout and nothing else (diagnostics go to `tracing`);
 //! - the provider registry ([`ProviderRegistry`]) through which other crates
-//!   (replay) add providers without this crate knowing them.
+//!   add providers without this crate knowing them.
 //!
 //! A fork child starts from the parent's conversation as it stood just before
 //! the model call that asked for the fork (complete messages only, so no tool

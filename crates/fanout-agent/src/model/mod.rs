@@ -8,6 +8,7 @@
 pub mod anthropic;
 mod http;
 pub mod openai;
+pub mod replay;
 pub mod scripted;
 pub mod sse;
 
@@ -193,6 +194,12 @@ pub enum ModelError {
         /// Provider name.
         provider: String,
         /// What went wrong.
+        message: String,
+    },
+    /// A replayed call fails as the recorded one did, with its recorded message.
+    #[error("{message}")]
+    Recorded {
+        /// The recorded `model/error` message.
         message: String,
     },
 }
