@@ -4,7 +4,9 @@
 mod health;
 mod migrate;
 mod output;
+mod proxy;
 mod report;
+mod serve;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +32,10 @@ enum Command {
     Health(health::HealthArgs),
     /// Run the reference nested ACP agent over stdio.
     Agent(fanout_agent::AgentArgs),
+    /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
+    Proxy(proxy::ProxyArgs),
+    /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -75,6 +81,8 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
             fanout_agent::run_stdio(args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Proxy(args) => proxy::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
     }
 }
 

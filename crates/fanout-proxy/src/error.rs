@@ -38,10 +38,11 @@ pub enum ProxyError {
 impl ProxyError {
     /// The process exit status for this error, following the shell's conventions:
     /// 127 the command was not found (or could not start at all), 126 it was found but
-    /// is not executable, 2 a usage error, 1 anything else.
+    /// is not executable, 64 a usage error (EX_USAGE, as for every fanout command), 1
+    /// anything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ProxyError::NoAgentCommand => 2,
+            ProxyError::NoAgentCommand => 64,
             ProxyError::AgentSpawn { cause, .. } => match cause.kind() {
                 io::ErrorKind::PermissionDenied => 126,
                 _ => 127,

@@ -1,0 +1,151 @@
+//! `fanout proxy [--db URL] [--task ID] [--transcript-dir DIR] -- <agent command…>`:
+//! run an ACP agent behind the capture proxy. stdout carries only the agent's bytes;
+//! everything fanout has to say goes to stderr.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fanout_proxy::{ClientStreams, ProxyConfig, ProxyOutcome, ProxyTuning, Registry};
+
+use crate::output::DbArgs;
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Task id of every row (default: the cwd the client sends in session/new).
+    #[arg(long, env = "FANOUT_TASK", value_name = "ID")]
+    pub task: Option<String>,
+    /// Directory for this run's transcript [default: $XDG_DATA_HOME/fanout/transcripts].
+    #[arg(long, visible_alias = "transcript", value_name = "DIR")]
+    pub transcript_dir: Option<PathBuf>,
+    /// Write no transcript.
+    #[arg(long, conflicts_with = "transcript_dir")]
+    pub no_transcript: bool,
+    /// Also serve /metrics, /debug/vars and /healthz with this run's live counters
+    /// (e.g. 127.0.0.1:9478; port 0 picks a free one, printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Directory of the stats files `fanout serve` reads [default: $XDG_DATA_HOME/fanout/stats].
+    #[arg(long, value_name = "DIR")]
+    pub stats_dir: Option<PathBuf>,
+    /// How often a store that cannot be opened is tried again, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub store_retry_ms: u64,
+    /// After the client closes its input, seconds the agent may run on before its
+    /// process group is terminated (0: wait as long as it runs).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub eof_grace_secs: u64,
+    /// At exit, seconds capture may take to write what is still queued (the rest is
+    /// in the transcript).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub drain_timeout_secs: u64,
+    /// The agent command and its arguments, after `--`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "AGENT COMMAND")]
+    pub agent: Vec<String>,
+}
+
+pub async fn run(args: ProxyArgs) -> Result<ExitCode> {
+    let code = match proxy(args).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("fanout proxy: {error:#}");
+            1
+        }
+    };
+    // The client-side pump may sit in a read of a stdin that never closes; a runtime
+    // shutdown would wait for it, so the process ends here, with the agent's status.
+    std::process::exit(i32::from(code))
+}
+
+async fn proxy(args: ProxyArgs) -> Result<u8> {
+    let registry = Registry::new();
+    if registry.install_global().is_err() {
+        tracing::debug!("a metrics recorder was already installed; live counters stay empty");
+    }
+    let data_dir = fanout_proxy::default_data_dir();
+    let transcript_dir = (!args.no_transcript).then(|| {
+        args.transcript_dir
+            .unwrap_or_else(|| data_dir.join("transcripts"))
+    });
+    let metrics_listener = match args.metrics_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for --metrics-listen"))?;
+            let bound = listener
+                .local_addr()
+                .context("reading the metrics address")?;
+            eprintln!("fanout proxy: metrics at http://{bound}/metrics");
+            Some(listener)
+        }
+        None => None,
+    };
+    let database_url = args.db.url();
+    let config = ProxyConfig {
+        agent_command: args.agent,
+        database_url: database_url.clone(),
+        task_id: args.task,
+        transcript_dir,
+        stats_dir: Some(args.stats_dir.unwrap_or_else(|| data_dir.join("stats"))),
+        registry: Some(registry),
+        metrics_listener,
+        tuning: ProxyTuning {
+            store_retry: Duration::from_millis(args.store_retry_ms.max(1)),
+            eof_grace: (args.eof_grace_secs > 0).then(|| Duration::from_secs(args.eof_grace_secs)),
+            drain_timeout: Duration::from_secs(args.drain_timeout_secs),
+            ..ProxyTuning::default()
+        },
+    };
+    let client = ClientStreams::stdio()?;
+    match fanout_proxy::run(config, client).await {
+        Ok(outcome) => {
+            say_what_was_lost(&outcome, &database_url);
+            Ok(outcome.exit.exit_code())
+        }
+        Err(error) => {
+            eprintln!("fanout proxy: {error}");
+            Ok(error.exit_code())
+        }
+    }
+}
+
+/// Tells the user, on stderr, about anything that did not reach the store and where
+/// to find it; says nothing when everything did.
+fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
+    let store = fanout_store::redact_url(database_url);
+    if outcome.frames_dropped > 0 {
+        eprintln!(
+            "fanout proxy: {} line(s) were dropped because capture fell behind (forwarding was not affected); they are in neither the store nor the transcript",
+            outcome.frames_dropped
+        );
+    }
+    let transcript = outcome.transcript.as_ref().map(|p| p.display().to_string());
+    let replay = |path: &str| format!("`fanout import --db {store} {path}`");
+    if !outcome.store_connected {
+        match &transcript {
+            Some(path) => eprintln!(
+                "fanout proxy: the store {store} was not available; nothing was recorded in it. The transcript has every line: {} once it is back",
+                replay(path)
+            ),
+            None => eprintln!(
+                "fanout proxy: the store {store} was not available and there is no transcript: this run was not recorded"
+            ),
+        }
+    } else if outcome.frames_unprocessed > 0 || outcome.counters.failed > 0 {
+        let missing = outcome.frames_unprocessed + outcome.counters.failed;
+        match &transcript {
+            Some(path) => eprintln!(
+                "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}; the transcript has them: {}",
+                replay(path)
+            ),
+            None => eprintln!(
+                "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}"
+            ),
+        }
+    }
+}

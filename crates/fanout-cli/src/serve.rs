@@ -1,0 +1,69 @@
+//! `fanout serve [--listen 127.0.0.1:PORT]`: read-only HTTP with the counters of every
+//! proxy on this machine (their stats files): `/metrics` (Prometheus text),
+//! `/debug/vars` (expvar JSON) and `/healthz`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fanout_proxy::StatsDir;
+use tokio::io::AsyncWriteExt;
+
+/// The default address: loopback only.
+const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
+/// Proxies rewrite their stats file every 5 s; one silent for this long has died.
+const STALE_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default; port 0 picks a free one).
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Directory of the proxies' stats files [default: $XDG_DATA_HOME/fanout/stats].
+    #[arg(long, value_name = "DIR")]
+    pub stats_dir: Option<PathBuf>,
+}
+
+pub async fn run(args: ServeArgs) -> Result<ExitCode> {
+    let dir = args
+        .stats_dir
+        .unwrap_or_else(|| fanout_proxy::default_data_dir().join("stats"));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the address bound")?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "fanout serve listens beyond loopback");
+    }
+    // The first line is machine-readable on purpose: scripts read the URL from it when
+    // listening on port 0.
+    let banner = format!(
+        "fanout serve: http://{addr}/metrics (also /debug/vars, /healthz) from the proxies' stats in {}; Ctrl-C stops\n",
+        dir.display()
+    );
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(banner.as_bytes()).await?;
+    stdout.flush().await?;
+    let source = Arc::new(StatsDir::new(dir, STALE_AFTER));
+    fanout_proxy::serve_http(listener, source, interrupted()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGINT or SIGTERM (never, if the handlers cannot be installed).
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,350 @@
+//! Shared by the proxy tests: running `fanout` as a child process with its pipes
+//! collected, a tiny HTTP GET, and reading what capture wrote.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sqlx::{Column, Connection, Row};
+
+pub const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
+
+/// `fanout` with a private data dir, so nothing lands in the user's.
+pub fn fanout(data_dir: &Path) -> Command {
+    let mut command = Command::new(FANOUT);
+    command
+        .env("FANOUT_DATA_DIR", data_dir)
+        .env_remove("FANOUT_DATABASE_URL")
+        .env_remove("FANOUT_TASK")
+        .env("FANOUT_LOG", "warn");
+    command
+}
+
+type Buffer = Arc<Mutex<Vec<u8>>>;
+
+fn collect(mut from: impl Read + Send + 'static) -> (Buffer, JoinHandle<()>) {
+    let buffer: Buffer = Arc::default();
+    let sink = Arc::clone(&buffer);
+    let thread = std::thread::spawn(move || {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match from.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => sink.lock().unwrap().extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    (buffer, thread)
+}
+
+/// A running `fanout` whose stdout and stderr are collected as they arrive.
+pub struct Running {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Buffer,
+    stderr: Buffer,
+    readers: Vec<JoinHandle<()>>,
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl Finished {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+impl Running {
+    pub fn start(mut command: Command) -> Running {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start fanout");
+        let (stdout, out_reader) = collect(child.stdout.take().expect("stdout"));
+        let (stderr, err_reader) = collect(child.stderr.take().expect("stderr"));
+        Running {
+            stdin: child.stdin.take(),
+            child,
+            stdout,
+            stderr,
+            readers: vec![out_reader, err_reader],
+        }
+    }
+
+    /// Writes to the proxy's stdin; false once the proxy no longer reads it.
+    pub fn write(&mut self, bytes: &[u8]) -> bool {
+        match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The proxy's stdin, for a writer thread.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin still open")
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn stdout(&self) -> Vec<u8> {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until `ready` holds for (stdout, stderr); panics with both after `limit`.
+    pub fn wait_for(&self, what: &str, limit: Duration, ready: impl Fn(&[u8], &str) -> bool) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if ready(&self.stdout(), &self.stderr()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&self.stdout()),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits until stdout holds at least `lines` newlines.
+    pub fn wait_for_lines(&self, lines: usize, limit: Duration) {
+        self.wait_for(&format!("{lines} line(s) on stdout"), limit, |out, _| {
+            out.iter().filter(|b| **b == b'\n').count() >= lines
+        });
+    }
+
+    /// Sends a signal to the proxy process.
+    pub fn signal(&self, signal: i32) {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill {pid}");
+    }
+
+    /// Closes stdin and waits (at most `limit`) for the exit; kills and panics after.
+    pub fn finish(mut self, limit: Duration) -> Finished {
+        self.close_stdin();
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "fanout did not exit within {limit:?}\nstderr: {}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        Finished {
+            status,
+            stdout: self.stdout(),
+            stderr: self.stderr(),
+        }
+    }
+}
+
+/// A `GET` (or another method) over a plain TCP connection: (status, body).
+pub fn http(method: &str, addr: &str, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample line of a Prometheus page (`name{labels} value`).
+pub fn prometheus_value(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The only `*.jsonl` file in `dir`.
+pub fn only_transcript(dir: &Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("transcript dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "transcripts in {}: {files:?}",
+        dir.display()
+    );
+    files.into_iter().next().expect("one")
+}
+
+/// The transcript as JSON values (header first).
+pub fn transcript_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("read transcript")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("transcript line is JSON"))
+        .collect()
+}
+
+/// Every row of a SQLite table as text, ordered by every column, leaving out `except`.
+pub async fn dump_sqlite_table(
+    url: &str,
+    table: &str,
+    except: &[&str],
+) -> Vec<Vec<Option<String>>> {
+    let mut connection = sqlx::SqliteConnection::connect(url).await.expect("connect");
+    let rows = sqlx::query(&format!("SELECT * FROM {table}"))
+        .fetch_all(&mut connection)
+        .await
+        .expect("select");
+    let mut dump: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|row| {
+            row.columns()
+                .iter()
+                .filter(|c| !except.contains(&c.name()))
+                .map(|c| {
+                    row.try_get::<Option<String>, _>(c.ordinal())
+                        .or_else(|_| {
+                            row.try_get::<Option<i64>, _>(c.ordinal())
+                                .map(|v| v.map(|v| v.to_string()))
+                        })
+                        .expect("text or integer column")
+                })
+                .collect()
+        })
+        .collect();
+    dump.sort();
+    connection.close().await.ok();
+    dump
+}
+
+/// One scalar text query on a SQLite database.
+pub async fn sqlite_texts(url: &str, sql: &str) -> Vec<Option<String>> {
+    let mut connection = sqlx::SqliteConnection::connect(url).await.expect("connect");
+    let values = sqlx::query_scalar::<_, Option<String>>(sql)
+        .fetch_all(&mut connection)
+        .await
+        .expect("query");
+    connection.close().await.ok();
+    values
+}
+
+/// A shell script at `path`, executable.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// An agent that replays the agent side of a recorded transcript: before any input it
+/// prints what the agent said first, and after the n-th client line what the agent
+/// said after the n-th client line.
+pub struct ReplayingAgent {
+    pub script: PathBuf,
+    /// Each client line, with how many agent lines follow it.
+    pub steps: Vec<(String, usize)>,
+    /// Agent lines before the first client line.
+    pub opening: usize,
+}
+
+impl ReplayingAgent {
+    pub fn from_transcript(dir: &Path, transcript: &Path) -> ReplayingAgent {
+        let replies = dir.join("replies");
+        std::fs::create_dir_all(&replies).unwrap();
+        let mut groups: Vec<Vec<String>> = vec![Vec::new()];
+        let mut steps = Vec::new();
+        for frame in transcript_lines(transcript).iter().skip(1) {
+            let line = frame["line"].as_str().expect("line").to_owned();
+            match frame["dir"].as_str() {
+                Some("c2a") => {
+                    steps.push((line, 0));
+                    groups.push(Vec::new());
+                }
+                Some("a2c") => groups.last_mut().expect("group").push(line),
+                other => panic!("bad dir {other:?}"),
+            }
+        }
+        for (n, group) in groups.iter().enumerate() {
+            if n > 0 {
+                steps[n - 1].1 = group.len();
+            }
+            let text: String = group.iter().map(|l| format!("{l}\n")).collect();
+            std::fs::write(replies.join(n.to_string()), text).unwrap();
+        }
+        let script = dir.join("replaying-agent.sh");
+        write_script(
+            &script,
+            &format!(
+                "#!/bin/sh\nreplies='{}'\nn=0\n[ -f \"$replies/0\" ] && cat \"$replies/0\"\nwhile IFS= read -r line; do\n  n=$((n+1))\n  [ -f \"$replies/$n\" ] && cat \"$replies/$n\"\ndone\n",
+                replies.display()
+            ),
+        );
+        ReplayingAgent {
+            script,
+            opening: groups[0].len(),
+            steps,
+        }
+    }
+
+    /// Sends client lines `range`, each after the agent's answer to the one before, so
+    /// the proxy sees the recorded interleaving. Returns the agent lines expected so far.
+    pub fn drive(
+        &self,
+        proxy: &mut Running,
+        range: std::ops::Range<usize>,
+        mut seen: usize,
+    ) -> usize {
+        if range.start == 0 {
+            seen = self.opening;
+            proxy.wait_for_lines(seen, Duration::from_secs(20));
+        }
+        for (line, answers) in &self.steps[range] {
+            assert!(
+                proxy.write(format!("{line}\n").as_bytes()),
+                "proxy stdin closed"
+            );
+            seen += answers;
+            proxy.wait_for_lines(seen, Duration::from_secs(20));
+        }
+        seen
+    }
+}
