@@ -2,6 +2,7 @@
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
 mod health;
+mod import;
 mod migrate;
 mod output;
 mod proxy;
@@ -36,6 +37,8 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
     Serve(serve::ServeArgs),
+    /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
+    Import(import::ImportArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -83,6 +86,7 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         }
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
+        Command::Import(args) => import::run(args).await,
     }
 }
 

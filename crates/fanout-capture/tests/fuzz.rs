@@ -1,0 +1,162 @@
+//! No line panics capture: arbitrary bytes, arbitrary JSON values, and ACP-shaped frames
+//! with arbitrary parts, in both directions and in sequences, into a real SQLite file.
+//! Whatever happens, the writer's counters keep the AC-26 invariant.
+
+mod common;
+
+use std::sync::Arc;
+
+use fanout_acp::Direction;
+use fanout_capture::{Capture, CaptureConfig};
+use fanout_store::testing::TestDb;
+use fanout_store::{Store, Timestamp};
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+/// Strings that mean something to some dialect, so random values reach real branches.
+const WORDS: &[&str] = &[
+    "",
+    "s1",
+    "s2",
+    "t1",
+    "t2",
+    "tool_call",
+    "tool_call_update",
+    "subagent_update",
+    "session/update",
+    "session/new",
+    "session/prompt",
+    "cursor/task",
+    "Agent",
+    "Bash",
+    "task",
+    "spawnAgent",
+    "completed",
+    "failed",
+    "pending",
+    "in_progress",
+    "async_launched",
+    "idle",
+    "sub-agent-x: y",
+    "/a/b",
+    "2.0",
+];
+
+const KEYS: &[&str] = &[
+    "jsonrpc",
+    "id",
+    "method",
+    "params",
+    "result",
+    "error",
+    "sessionId",
+    "update",
+    "sessionUpdate",
+    "toolCallId",
+    "title",
+    "status",
+    "rawInput",
+    "rawOutput",
+    "_meta",
+    "claudeCode",
+    "toolName",
+    "toolResponse",
+    "totalTokens",
+    "totalToolUseCount",
+    "parentToolUseId",
+    "cwd",
+    "stopReason",
+    "content",
+    "state",
+    "description",
+    "subagent_type",
+];
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1e12f64..1e12).prop_map(Value::from),
+        prop::sample::select(WORDS).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS), inner), 0..6).prop_map(|pairs| {
+                Value::Object(
+                    pairs
+                        .into_iter()
+                        .map(|(k, v)| (k.to_owned(), v))
+                        .collect::<Map<_, _>>(),
+                )
+            }),
+        ]
+    })
+}
+
+/// A `session/update` or response around an arbitrary body, so the deep paths run.
+fn acp_shaped() -> impl Strategy<Value = Value> {
+    (prop::sample::select(WORDS), json_value(), prop::sample::select(WORDS), any::<u8>()).prop_map(
+        |(session, body, kind, id)| match id % 4 {
+            0 => json!({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": session, "update": body}}),
+            1 => json!({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": session, "update": {"sessionUpdate": kind, "toolCallId": "t1",
+                                   "_meta": {"claudeCode": {"toolName": "Agent", "toolResponse": body}}}}}),
+            2 => json!({"jsonrpc": "2.0", "id": id % 3, "method": kind, "params": body}),
+            _ => json!({"jsonrpc": "2.0", "id": id % 3, "result": body}),
+        },
+    )
+}
+
+fn line() -> impl Strategy<Value = (bool, Vec<u8>)> {
+    let bytes = prop::collection::vec(any::<u8>(), 0..64);
+    let json = prop_oneof![json_value(), acp_shaped()].prop_map(|v| v.to_string().into_bytes());
+    (any::<bool>(), prop_oneof![bytes, json.clone(), json])
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_line_panics_capture(lines in prop::collection::vec(line(), 1..24), with_task in any::<bool>()) {
+        let rt = runtime();
+        rt.block_on(async {
+            let db = TestDb::sqlite();
+            let store: Arc<dyn Store> = Arc::new(db.open().await.expect("open"));
+            let mut capture = Capture::new(store, CaptureConfig {
+                agent_execution_id: None,
+                task_id: with_task.then(|| "fuzz".to_owned()),
+                agent_command: None,
+            });
+            let start = Timestamp::parse("2026-08-10T09:00:00Z").expect("time");
+            // A real opening first, so later random frames find a session and a turn.
+            let opening: [(bool, &[u8]); 4] = [
+                (true, br#"{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/p"}}"#),
+                (false, br#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}"#),
+                (true, br#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}"#),
+                (false, br#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Task","status":"pending","_meta":{"claudeCode":{"toolName":"Agent"}}}}}"#),
+            ];
+            let all = opening.iter().map(|(c2a, l)| (*c2a, l.to_vec())).chain(lines);
+            for (i, (client_to_agent, line)) in all.enumerate() {
+                let direction = if client_to_agent { Direction::ClientToAgent } else { Direction::AgentToClient };
+                capture.observe(direction, &line, start.plus_micros(i as i64)).await;
+            }
+            common::assert_invariant(&capture.counters().snapshot());
+            let stats = capture.stats();
+            assert!(stats.frames_seen >= 4);
+        });
+    }
+}

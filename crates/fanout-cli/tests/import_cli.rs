@@ -1,0 +1,130 @@
+//! `fanout import` end to end: the real binary, a real SQLite file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/acp-examples")
+}
+
+fn fanout_import(db: &Path, args: &[&Path], json: bool) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fanout"));
+    command
+        .env_remove("FANOUT_DATABASE_URL")
+        .env_remove("FANOUT_LOG")
+        .arg("import")
+        .arg("--db")
+        .arg(format!("sqlite://{}", db.display()));
+    if json {
+        command.args(["--format", "json"]);
+    }
+    command.args(args).output().expect("run fanout")
+}
+
+fn summary(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON summary ({e}); stdout: {}; stderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+#[test]
+fn json_summary_of_the_examples_and_reimport_is_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fanout.db");
+    let examples = examples_dir();
+    let first = fanout_import(&db, &[&examples], true);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let json = summary(&first);
+    assert_eq!(json["files"], 6);
+    assert_eq!(json["subagent_rows"], 8);
+    assert_eq!(json["sessions"], 6);
+    assert_eq!(json["turns"], 6);
+    assert_eq!(json["skipped"], 0);
+    assert_eq!(json["errors"], 0);
+    assert_eq!(json["counters"]["failed"], 0);
+    assert!(json["frames"].as_u64().is_some_and(|n| n > 50));
+
+    let again = fanout_import(&db, &[&examples], true);
+    assert!(again.status.success());
+    assert_eq!(
+        summary(&again)["subagent_rows"],
+        8,
+        "same rows, merged in place"
+    );
+}
+
+#[test]
+fn a_bad_line_is_reported_as_file_and_line_and_the_rest_imports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fanout.db");
+    let text =
+        std::fs::read_to_string(examples_dir().join("auggie.transcript.jsonl")).expect("example");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(
+        2,
+        "{\"ts\": \"2026-08-03T15:32:20Z\", \"dir\": \"a2c\", \"line\": ",
+    );
+    let transcript = dir.path().join("broken.transcript.jsonl");
+    std::fs::write(&transcript, lines.join("\n")).expect("write");
+
+    let output = fanout_import(&db, &[&transcript], true);
+    assert_eq!(output.status.code(), Some(1), "a bad line fails the run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{}:3: not JSON", transcript.display())),
+        "{stderr}"
+    );
+    let json = summary(&output);
+    assert_eq!(json["skipped"], 1);
+    assert_eq!(json["subagent_rows"], 1, "the rest of the file imported");
+    assert_eq!(json["line_errors"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn an_unreadable_file_is_named_and_fails_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fanout.db");
+    let missing = dir.path().join("no-such.transcript.jsonl");
+    let good = examples_dir().join("cursor.transcript.jsonl");
+    let output = fanout_import(&db, &[&missing, &good], false);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot read {}", missing.display())),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("1 subagent row(s)"),
+        "the readable file still imported: {stdout}"
+    );
+}
+
+#[test]
+fn a_clean_import_exits_zero_with_a_text_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fanout.db");
+    let output = fanout_import(
+        &db,
+        &[&examples_dir().join("claude.transcript.jsonl")],
+        false,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("3 subagent row(s)"), "{stdout}");
+    assert!(stdout.contains("errors         none"), "{stdout}");
+}
