@@ -6,8 +6,10 @@ mod import;
 mod migrate;
 mod output;
 mod proxy;
+mod replay;
 mod report;
 mod serve;
+mod snapshot;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -33,6 +35,10 @@ enum Command {
     Health(health::HealthArgs),
     /// Run the reference nested ACP agent over stdio.
     Agent(fanout_agent::AgentArgs),
+    /// Replay recorded sessions over HTTP (Anthropic and OpenAI streaming), keyless.
+    Replay(replay::ReplayArgs),
+    /// Snapshot-test nested agents: run, refresh or record scenario directories.
+    Snapshot(snapshot::SnapshotArgs),
     /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
     Proxy(proxy::ProxyArgs),
     /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
@@ -84,6 +90,8 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
             fanout_agent::run_stdio(args).await?;
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Replay(args) => replay::run(args).await,
+        Command::Snapshot(args) => snapshot::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Import(args) => import::run(args).await,
