@@ -1,6 +1,7 @@
 //! The `fanout` binary. It owns argument parsing, wiring and presentation; every
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
+mod demo;
 mod health;
 mod import;
 mod migrate;
@@ -39,6 +40,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Snapshot-test nested agents: run, refresh or record scenario directories.
     Snapshot(snapshot::SnapshotArgs),
+    /// The whole loop offline: the reference agent replays a bundled nested scenario
+    /// behind `fanout proxy` into the store, then the fan-out report is printed.
+    Demo(demo::DemoArgs),
     /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
     Proxy(proxy::ProxyArgs),
     /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
@@ -92,6 +96,7 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         }
         Command::Replay(args) => replay::run(args).await,
         Command::Snapshot(args) => snapshot::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Import(args) => import::run(args).await,
