@@ -112,13 +112,20 @@ impl ScenarioScripts {
                 });
             }
         }
-        let mut scripts: Vec<SessionScript> = logs.iter().map(SessionScript::from_log).collect();
+        Ok(Self::from_scripts(
+            logs.iter().map(SessionScript::from_log).collect(),
+        ))
+    }
+
+    /// Scripts built directly (synthetic scenarios, benchmarks), put in claim
+    /// order: `createdAt`, then recorded id.
+    pub fn from_scripts(mut scripts: Vec<SessionScript>) -> Self {
         scripts.sort_by(|a, b| {
             a.created_at
                 .cmp(&b.created_at)
                 .then_with(|| a.recorded_id.cmp(&b.recorded_id))
         });
-        Ok(Self { scripts })
+        Self { scripts }
     }
 
     /// Loads every session log of a scenario directory (`session.jsonl`,

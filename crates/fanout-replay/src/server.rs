@@ -244,17 +244,14 @@ fn encode(dialect: Dialect, response: &ReplayedResponse, model: &str, serial: u6
     }
 }
 
-/// One body chunk per event, so clients see a real stream.
+/// The whole stream in one body: every event is known when the request
+/// arrives, so writing them one frame at a time would only add latency
+/// (clients parse SSE incrementally either way).
 fn sse_response(events: Vec<String>) -> Response {
-    let stream = futures::stream::iter(
-        events
-            .into_iter()
-            .map(|event| Ok::<Bytes, std::convert::Infallible>(Bytes::from(event))),
-    );
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(stream))
+        .body(Body::from(events.concat()))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

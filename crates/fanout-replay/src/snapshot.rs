@@ -374,13 +374,27 @@ pub fn unified_diff(name: &str, expected: &str, actual: &str) -> String {
         .to_string()
 }
 
+/// Writes `bytes` to `path`; a file fanout creates is 0600 (an existing
+/// file keeps the mode its owner gave it).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)?.write_all(bytes)
+}
+
 /// Writes a run's outputs as the expected files of `dir`, removing expected
 /// session logs the run no longer produces. Returns the names written.
 pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, ReplayError> {
     let mut written = Vec::new();
     for (name, content) in snapshot.files() {
         let path = dir.join(&name);
-        std::fs::write(&path, content).map_err(ReplayError::io(&path))?;
+        write_private(&path, content.as_bytes()).map_err(ReplayError::io(&path))?;
         written.push(name);
     }
     for path in scenario_log_files(dir)? {
@@ -394,4 +408,101 @@ pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, Re
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(logs: &[&str]) -> Snapshot {
+        Snapshot {
+            transcript: "# t\n-> a\n".into(),
+            session_logs: logs.iter().map(|l| l.to_string()).collect(),
+        }
+    }
+
+    fn names(checks: &[FileCheck], same: bool) -> Vec<&str> {
+        checks
+            .iter()
+            .filter(|c| c.is_same() == same)
+            .map(FileCheck::name)
+            .collect()
+    }
+
+    #[test]
+    fn compare_sees_changes_extra_and_missing_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = snapshot(&["p\n", "c1\n"]);
+        assert_eq!(
+            write_expected(dir.path(), &run).unwrap(),
+            ["transcript.txt", "session.jsonl", "session.1.jsonl"]
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("session.jsonl"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let checks = compare(dir.path(), &run).unwrap();
+        assert_eq!(names(&checks, false), Vec::<&str>::new());
+
+        let changed = snapshot(&["p\n", "c1 changed\n", "c2\n"]);
+        let checks = compare(dir.path(), &changed).unwrap();
+        assert_eq!(
+            names(&checks, false),
+            ["session.1.jsonl", "session.2.jsonl"]
+        );
+        let FileCheck::Differs { diff, .. } = &checks[2] else {
+            panic!("{checks:?}")
+        };
+        assert!(diff.contains("--- expected/session.1.jsonl\n+++ actual/session.1.jsonl"));
+        assert!(diff.contains("-c1\n+c1 changed\n"), "{diff}");
+        assert!(matches!(checks[3], FileCheck::MissingExpected { .. }));
+
+        let fewer = snapshot(&["p\n"]);
+        let checks = compare(dir.path(), &fewer).unwrap();
+        assert_eq!(
+            checks.last(),
+            Some(&FileCheck::NotProduced {
+                name: "session.1.jsonl".into()
+            })
+        );
+        // Writing the smaller run removes the stale expected log.
+        write_expected(dir.path(), &fewer).unwrap();
+        assert!(!dir.path().join("session.1.jsonl").exists());
+        assert!(
+            compare(dir.path(), &fewer)
+                .unwrap()
+                .iter()
+                .all(FileCheck::is_same)
+        );
+    }
+
+    #[test]
+    fn record_without_a_key_is_refused_before_anything_runs() {
+        let live = RecordProvider {
+            provider: "anthropic".into(),
+            model: None,
+            script: None,
+            base_url: None,
+        };
+        // Only meaningful when the developer's shell has no key.
+        if std::env::var("ANTHROPIC_API_KEY").is_err() {
+            let err = live.check().unwrap_err().to_string();
+            assert!(err.contains("needs ANTHROPIC_API_KEY"), "{err}");
+        }
+        let local = RecordProvider {
+            base_url: Some("http://127.0.0.1:1".into()),
+            ..live.clone()
+        };
+        assert!(local.check().is_ok(), "a custom endpoint needs no key");
+        let scripted = RecordProvider {
+            provider: "scripted".into(),
+            ..live
+        };
+        assert!(scripted.check().is_ok());
+    }
 }
