@@ -19,8 +19,7 @@ use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use proxy_support::{
-    Running, dump_sqlite_table, fanout, only_transcript, sqlite_texts, transcript_lines,
-    write_script,
+    Running, fanout, only_transcript, sqlite_texts, transcript_lines, write_script,
 };
 use serde_json::{Value, json};
 
@@ -452,23 +451,5 @@ async fn claude_code_behind_the_proxy_records_its_subagent() {
     assert_eq!(parents, vec![Some(AGENT_CALL_ID.to_owned())]);
 
     // `fanout import` of the proxy's transcript writes the same rows.
-    let imported = format!("sqlite://{}", dir.path().join("imported.db").display());
-    let mut import = fanout(&dir.path().join("data"));
-    import.args(["import", "--db", &imported]).arg(&transcript);
-    let imported_run =
-        tokio::task::block_in_place(|| Running::start(import).finish(Duration::from_secs(60)));
-    assert_eq!(imported_run.code(), Some(0), "{}", imported_run.stderr);
-    for table in [
-        "task_sessions",
-        "task_session_turns",
-        "task_session_messages",
-        "task_session_subagents",
-    ] {
-        let (live, replayed) = (
-            dump_sqlite_table(&db, table, &["updated_at"]).await,
-            dump_sqlite_table(&imported, table, &["updated_at"]).await,
-        );
-        assert!(!live.is_empty(), "{table} is empty");
-        assert_eq!(live, replayed, "{table}: live vs imported");
-    }
+    proxy_support::assert_import_reproduces(dir.path(), &db, &transcript).await;
 }

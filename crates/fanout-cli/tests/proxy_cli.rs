@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proxy_support::{
-    Finished, ReplayingAgent, Running, dump_sqlite_table, fanout, http, only_transcript,
-    prometheus_value, sqlite_texts, transcript_lines,
+    Finished, ReplayingAgent, Running, fanout, http, only_transcript, prometheus_value,
+    sqlite_texts, transcript_lines,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -367,25 +367,7 @@ async fn live_capture_records_the_subagents_and_import_of_its_transcript_agrees(
     );
 
     // `fanout import` of the proxy's own transcript writes the same rows.
-    let imported = format!("sqlite://{}", dir.path().join("imported.db").display());
-    let mut import = fanout(&dir.path().join("data"));
-    import.args(["import", "--db", &imported]).arg(&transcript);
-    let done = Running::start(import).finish(LIMIT);
-    assert_eq!(done.code(), Some(0), "import: {}", done.stderr);
-    for table in [
-        "task_sessions",
-        "task_session_turns",
-        "task_session_messages",
-        "task_session_subagents",
-    ] {
-        let write_times = ["updated_at"];
-        let (a, b) = (
-            dump_sqlite_table(&live, table, &write_times).await,
-            dump_sqlite_table(&imported, table, &write_times).await,
-        );
-        assert!(!a.is_empty(), "{table} is empty");
-        assert_eq!(a, b, "{table}: live vs imported");
-    }
+    proxy_support::assert_import_reproduces(dir.path(), &live, &transcript).await;
 }
 
 #[test]

@@ -1,1 +1,277 @@
-fn main() {}
+//! What the proxy costs, measured against a direct pipe in the same run (DESIGN 6):
+//! a trivial echo agent (`cat`) driven directly and through the real `fanout proxy`
+//! binary (store and transcript on, as a user runs it).
+//!
+//! - latency: one line at a time, time from write to its echo; p50 and p99;
+//! - throughput: a stream of lines written while the echo is read; MB/s through the
+//!   round trip (each byte crosses the proxy twice); bytes checked identical by checksum;
+//! - memory: the proxy's peak resident set (VmHWM) after the throughput run.
+//!
+//! `cargo bench -p fanout-proxy --bench proxy` runs the full sizes (building the
+//! `fanout` binary in release mode first). Without `--bench` (as `cargo test` runs
+//! benches) it only checks that both paths work, on a few lines, with whatever `fanout`
+//! binary was built next to it, and skips when there is none.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Sizes {
+    latency_lines: usize,
+    throughput_bytes: usize,
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let sizes = if full {
+        Sizes {
+            latency_lines: 5_000,
+            throughput_bytes: 128 * 1024 * 1024,
+        }
+    } else {
+        Sizes {
+            latency_lines: 20,
+            throughput_bytes: 256 * 1024,
+        }
+    };
+    let Some(fanout) = fanout_binary(full) else {
+        println!(
+            "proxy bench: skipped (no `fanout` binary next to this bench; run `cargo bench -p fanout-proxy --bench proxy`)"
+        );
+        return;
+    };
+    let scratch = tempfile::tempdir().expect("scratch dir");
+
+    let direct_latency = latency(echo_direct, sizes.latency_lines);
+    let proxy_latency = latency(
+        || echo_proxied(&fanout, scratch.path()),
+        sizes.latency_lines,
+    );
+    let payload = Arc::new(payload(sizes.throughput_bytes));
+    let (direct_rate, _) = throughput(echo_direct, &payload);
+    let (proxy_rate, proxy_hwm_kib) =
+        throughput(|| echo_proxied(&fanout, scratch.path()), &payload);
+
+    println!(
+        "proxy bench ({} mode, echo agent `cat`)",
+        if full { "full" } else { "smoke" }
+    );
+    println!(
+        "  latency per line  direct p50 {:>7.1} us  p99 {:>7.1} us",
+        direct_latency.p50, direct_latency.p99
+    );
+    println!(
+        "                    proxy  p50 {:>7.1} us  p99 {:>7.1} us   added p50 {:+.1} us  p99 {:+.1} us   ratio p50 {:.2}x  p99 {:.2}x",
+        proxy_latency.p50,
+        proxy_latency.p99,
+        proxy_latency.p50 - direct_latency.p50,
+        proxy_latency.p99 - direct_latency.p99,
+        proxy_latency.p50 / direct_latency.p50,
+        proxy_latency.p99 / direct_latency.p99,
+    );
+    println!(
+        "  throughput        direct {direct_rate:>8.1} MB/s   proxy {proxy_rate:>8.1} MB/s   ratio {:.2}x   ({} MiB round trip, checksums equal)",
+        proxy_rate / direct_rate,
+        sizes.throughput_bytes / (1024 * 1024),
+    );
+    println!(
+        "  proxy peak RSS    {:.1} MiB (VmHWM)",
+        proxy_hwm_kib as f64 / 1024.0
+    );
+}
+
+/// The `fanout` binary of this build profile. In full mode it is (re)built in release
+/// mode with the cargo that runs this bench; otherwise an existing one is used.
+fn fanout_binary(build: bool) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // <target>/<profile>/deps/proxy-<hash>
+    let profile_dir = exe.parent()?.parent()?.to_owned();
+    if build {
+        let target_dir = profile_dir.parent()?;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "fanout-cli",
+                "--bin",
+                "fanout",
+                "--target-dir",
+            ])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the fanout binary failed");
+        return Some(target_dir.join("release").join("fanout"));
+    }
+    let binary = profile_dir.join("fanout");
+    binary.exists().then_some(binary)
+}
+
+fn echo_direct() -> Child {
+    Command::new("cat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start cat")
+}
+
+fn echo_proxied(fanout: &Path, scratch: &Path) -> Child {
+    Command::new(fanout)
+        .env("FANOUT_DATA_DIR", scratch.join("data"))
+        .env("FANOUT_LOG", "warn")
+        .arg("proxy")
+        .arg("--db")
+        .arg(format!("sqlite://{}", scratch.join("bench.db").display()))
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fanout proxy")
+}
+
+fn line(i: usize, pad: usize) -> Vec<u8> {
+    let mut line = format!(
+        r#"{{"jsonrpc":"2.0","method":"bench/ping","params":{{"i":{i},"pad":"{}"}}}}"#,
+        "x".repeat(pad)
+    )
+    .into_bytes();
+    line.push(b'\n');
+    line
+}
+
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+/// Round trips of single lines, one at a time, in microseconds.
+fn latency(start: impl Fn() -> Child, lines: usize) -> Percentiles {
+    let mut child = start();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut samples = Vec::with_capacity(lines);
+    let mut echo = vec![0u8; 4096];
+    // Warm up (process start, store open) before measuring.
+    for i in 0..(lines / 10).max(5) {
+        round_trip(&mut stdin, &mut stdout, &line(i, 100), &mut echo);
+    }
+    for i in 0..lines {
+        let sent = line(i, 100);
+        let started = Instant::now();
+        round_trip(&mut stdin, &mut stdout, &sent, &mut echo);
+        samples.push(started.elapsed());
+    }
+    drop(stdin);
+    finish(child);
+    samples.sort();
+    let at = |q: f64| {
+        let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples[index].as_secs_f64() * 1e6
+    };
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+fn round_trip(stdin: &mut impl Write, stdout: &mut impl Read, sent: &[u8], echo: &mut [u8]) {
+    stdin.write_all(sent).expect("write");
+    let mut got = 0;
+    while got < sent.len() {
+        let n = stdout.read(&mut echo[got..sent.len()]).expect("read");
+        assert!(n > 0, "the echo ended early");
+        got += n;
+    }
+    assert_eq!(&echo[..sent.len()], sent, "echo differs");
+}
+
+/// Whole lines adding up to at least `total` bytes.
+fn payload(total: usize) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(total + 2048);
+    let mut i = 0;
+    while payload.len() < total {
+        payload.extend_from_slice(&line(i, 64 + i % 900));
+        i += 1;
+    }
+    payload
+}
+
+/// MB/s (10^6 bytes) of `payload` through the echo, and the peak RSS (KiB) of the
+/// process started.
+fn throughput(start: impl Fn() -> Child, payload: &Arc<Vec<u8>>) -> (f64, u64) {
+    let expected = payload.len();
+    let mut sent = Fnv::new();
+    sent.add(payload);
+    let mut child = start();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let started = Instant::now();
+    let to_send = Arc::clone(payload);
+    let writer = std::thread::spawn(move || stdin.write_all(&to_send).expect("write"));
+    let mut received = Fnv::new();
+    let mut count = 0usize;
+    let mut buffer = vec![0u8; 256 * 1024];
+    while count < expected {
+        let n = stdout.read(&mut buffer).expect("read");
+        assert!(n > 0, "the echo ended early after {count} bytes");
+        received.add(&buffer[..n]);
+        count += n;
+    }
+    let elapsed = started.elapsed();
+    writer.join().expect("writer");
+    assert_eq!(count, expected, "bytes received");
+    assert_eq!(received.0, sent.0, "checksums differ: the bytes changed");
+    let hwm = peak_rss_kib(pid);
+    drop(stdout);
+    finish(child);
+    (expected as f64 / elapsed.as_secs_f64() / 1e6, hwm)
+}
+
+fn finish(mut child: Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the echo did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Peak resident set size of `pid` in KiB (0 when /proc does not say).
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|l| {
+                l.strip_prefix("VmHWM:")?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// FNV-1a, 64 bits: enough to tell changed bytes apart, no dependency.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn add(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}

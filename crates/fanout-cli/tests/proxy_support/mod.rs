@@ -257,6 +257,30 @@ pub async fn dump_sqlite_table(
     dump
 }
 
+/// `fanout import` of `transcript` into a fresh SQLite database in `dir` writes the
+/// same rows as the live capture into `live` did (write times aside), in every table.
+pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path) {
+    let imported = format!("sqlite://{}", dir.join("imported.db").display());
+    let mut import = fanout(&dir.join("data"));
+    import.args(["import", "--db", &imported]).arg(transcript);
+    let done =
+        tokio::task::block_in_place(|| Running::start(import).finish(Duration::from_secs(60)));
+    assert_eq!(done.code(), Some(0), "import: {}", done.stderr);
+    for table in [
+        "task_sessions",
+        "task_session_turns",
+        "task_session_messages",
+        "task_session_subagents",
+    ] {
+        let (captured, replayed) = (
+            dump_sqlite_table(live, table, &["updated_at"]).await,
+            dump_sqlite_table(&imported, table, &["updated_at"]).await,
+        );
+        assert!(!captured.is_empty(), "{table} is empty");
+        assert_eq!(captured, replayed, "{table}: live vs imported");
+    }
+}
+
 /// One scalar text query on a SQLite database.
 pub async fn sqlite_texts(url: &str, sql: &str) -> Vec<Option<String>> {
     let mut connection = sqlx::SqliteConnection::connect(url).await.expect("connect");
