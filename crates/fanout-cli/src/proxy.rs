@@ -136,8 +136,11 @@ fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
                 "fanout proxy: the store {store} was not available and there is no transcript: this run was not recorded"
             ),
         }
-    } else if outcome.frames_unprocessed > 0 || outcome.counters.failed > 0 {
-        let missing = outcome.frames_unprocessed + outcome.counters.failed;
+    } else if outcome.frames_unprocessed + outcome.counters.failed + outcome.capture.store_errors
+        > 0
+    {
+        let missing =
+            outcome.frames_unprocessed + outcome.counters.failed + outcome.capture.store_errors;
         match &transcript {
             Some(path) => eprintln!(
                 "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}; the transcript has them: {}",

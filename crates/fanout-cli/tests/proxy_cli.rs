@@ -480,6 +480,89 @@ async fn capture_resumes_when_the_store_comes_back() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_store_never_stalls_forwarding_and_writing_resumes() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = ReplayingAgent::from_transcript(dir.path(), &claude_example());
+    let db = sqlite_url(dir.path());
+    let mut command = fanout(&dir.path().join("data"));
+    command
+        .args([
+            "proxy",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--db",
+            &db,
+            "--transcript-dir",
+        ])
+        .arg(dir.path().join("transcripts"))
+        .arg("--")
+        .arg(&agent.script);
+    let mut proxy = Running::start(command);
+    proxy.wait_for("the metrics address", LIMIT, |_, err| {
+        err.contains("/metrics")
+    });
+    let addr = metrics_addr(&proxy.stderr());
+    let deadline = Instant::now() + LIMIT;
+    while prometheus_value(
+        &http("GET", &addr, "/metrics").1,
+        "fanout_proxy_store_available",
+    ) != Some(1.0)
+    {
+        assert!(Instant::now() < deadline, "the store never opened");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Another process locks the database for longer than the store's busy timeout.
+    let mut locker = sqlx::SqliteConnection::connect(&db).await.unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let seen = tokio::task::block_in_place(|| agent.drive(&mut proxy, 0..2, 0));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "forwarding waited for the locked store: {:?}",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + LIMIT;
+    while !proxy.stderr().contains("database is locked") {
+        assert!(
+            Instant::now() < deadline,
+            "no WARN about the lock: {}",
+            proxy.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    locker.close().await.unwrap();
+
+    tokio::task::block_in_place(|| agent.drive(&mut proxy, 2..agent.steps.len(), seen));
+    let done = tokio::task::block_in_place(|| proxy.finish(LIMIT));
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    assert_eq!(
+        sqlite_texts(&db, "SELECT tool_call_id FROM task_session_subagents")
+            .await
+            .len(),
+        3,
+        "rows written once the lock was gone; stderr: {}",
+        done.stderr
+    );
+    assert_eq!(
+        sqlite_texts(&db, "SELECT id FROM task_sessions")
+            .await
+            .len(),
+        1
+    );
+    assert!(
+        done.stderr.contains("did not reach the store"),
+        "{}",
+        done.stderr
+    );
+}
+
 fn metrics_addr(stderr: &str) -> String {
     stderr
         .lines()
