@@ -370,6 +370,39 @@ async fn live_capture_records_the_subagents_and_import_of_its_transcript_agrees(
     proxy_support::assert_import_reproduces(dir.path(), &live, &transcript).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn live_capture_into_postgresql_records_the_same_subagents() {
+    let Some(db) = fanout_store::testing::TestDb::postgres().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let agent = ReplayingAgent::from_transcript(dir.path(), &claude_example());
+    let mut proxy = Running::start(proxy_command(
+        dir.path(),
+        &db.url,
+        &[agent.script.to_str().unwrap()],
+    ));
+    tokio::task::block_in_place(|| agent.drive(&mut proxy, 0..agent.steps.len(), 0));
+    let done = tokio::task::block_in_place(|| proxy.finish(LIMIT));
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    assert!(done.stderr.is_empty(), "fanout said: {}", done.stderr);
+    let store = db.open().await.unwrap();
+    let count = |sql: &'static str| {
+        let store = &store;
+        async move { store.query_i64(sql).await.unwrap() }
+    };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM task_session_subagents").await,
+        3
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM task_session_subagents WHERE tool_call_id = 'toolu_01REVIEW01' AND total_tokens = 275717 AND settled_at IS NOT NULL").await,
+        1
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM task_sessions").await, 1);
+    store.close().await;
+}
+
 #[test]
 fn with_the_store_down_forwarding_goes_on_and_says_so() {
     for db in [
