@@ -444,26 +444,9 @@ async fn capture_resumes_when_the_store_comes_back() {
     let agent = ReplayingAgent::from_transcript(dir.path(), &claude_example());
     let later = dir.path().join("later");
     let db = format!("sqlite://{}", later.join("fanout.db").display());
-    let mut command = fanout(&dir.path().join("data"));
-    command
-        .args([
-            "proxy",
-            "--store-retry-ms",
-            "50",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--db",
-            &db,
-            "--transcript-dir",
-        ])
-        .arg(dir.path().join("transcripts"))
-        .arg("--")
-        .arg(&agent.script);
-    let mut proxy = Running::start(command);
-    proxy.wait_for("the metrics address", LIMIT, |_, err| {
-        err.contains("/metrics")
-    });
-    let addr = metrics_addr(&proxy.stderr());
+    let script = agent.script.to_str().unwrap();
+    let (mut proxy, addr) =
+        start_with_metrics(dir.path(), &db, &["--store-retry-ms", "50"], &[script]);
     // initialize and session/new while the store's directory does not exist.
     let seen = agent.drive(&mut proxy, 0..2, 0);
     let page = http("GET", &addr, "/metrics").1;
@@ -479,15 +462,7 @@ async fn capture_resumes_when_the_store_comes_back() {
     );
 
     std::fs::create_dir_all(&later).unwrap();
-    let deadline = Instant::now() + LIMIT;
-    while prometheus_value(
-        &http("GET", &addr, "/metrics").1,
-        "fanout_proxy_store_available",
-    ) != Some(1.0)
-    {
-        assert!(Instant::now() < deadline, "the store never came back");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_store_available(&addr, "the store never came back").await;
     agent.drive(&mut proxy, 2..agent.steps.len(), seen);
     let done = tokio::task::spawn_blocking(move || proxy.finish(LIMIT))
         .await
@@ -519,33 +494,9 @@ async fn a_locked_store_never_stalls_forwarding_and_writing_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let agent = ReplayingAgent::from_transcript(dir.path(), &claude_example());
     let db = sqlite_url(dir.path());
-    let mut command = fanout(&dir.path().join("data"));
-    command
-        .args([
-            "proxy",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--db",
-            &db,
-            "--transcript-dir",
-        ])
-        .arg(dir.path().join("transcripts"))
-        .arg("--")
-        .arg(&agent.script);
-    let mut proxy = Running::start(command);
-    proxy.wait_for("the metrics address", LIMIT, |_, err| {
-        err.contains("/metrics")
-    });
-    let addr = metrics_addr(&proxy.stderr());
-    let deadline = Instant::now() + LIMIT;
-    while prometheus_value(
-        &http("GET", &addr, "/metrics").1,
-        "fanout_proxy_store_available",
-    ) != Some(1.0)
-    {
-        assert!(Instant::now() < deadline, "the store never opened");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let script = agent.script.to_str().unwrap();
+    let (mut proxy, addr) = start_with_metrics(dir.path(), &db, &[], &[script]);
+    wait_until_store_available(&addr, "the store never opened").await;
 
     // Another process locks the database for longer than the store's busy timeout.
     let mut locker = sqlx::SqliteConnection::connect(&db).await.unwrap();
@@ -594,6 +545,38 @@ async fn a_locked_store_never_stalls_forwarding_and_writing_resumes() {
         "{}",
         done.stderr
     );
+}
+
+/// Starts `fanout proxy --metrics-listen 127.0.0.1:0` with `extra` options and returns
+/// it with the metrics address it printed.
+fn start_with_metrics(dir: &Path, db: &str, extra: &[&str], agent: &[&str]) -> (Running, String) {
+    let mut command = fanout(&dir.join("data"));
+    command
+        .args(["proxy", "--metrics-listen", "127.0.0.1:0", "--db", db])
+        .args(extra)
+        .arg("--transcript-dir")
+        .arg(dir.join("transcripts"))
+        .arg("--")
+        .args(agent);
+    let proxy = Running::start(command);
+    proxy.wait_for("the metrics address", LIMIT, |_, err| {
+        err.contains("/metrics")
+    });
+    let addr = metrics_addr(&proxy.stderr());
+    (proxy, addr)
+}
+
+/// Waits until the proxy at `addr` reports the store as available.
+async fn wait_until_store_available(addr: &str, why: &str) {
+    let deadline = Instant::now() + LIMIT;
+    while prometheus_value(
+        &http("GET", addr, "/metrics").1,
+        "fanout_proxy_store_available",
+    ) != Some(1.0)
+    {
+        assert!(Instant::now() < deadline, "{why}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn metrics_addr(stderr: &str) -> String {
