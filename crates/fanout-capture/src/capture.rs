@@ -6,7 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use fanout_acp::{Direction, IgnoredReason, ToolFrame, Tracker, TrackerEvent};
-use fanout_store::{MessageRecord, SessionRecord, Store, Timestamp, TurnRecord, UNKNOWN_EXECUTION};
+use fanout_store::{
+    MessageRecord, SessionRecord, Store, StoreError, SubagentRecord, Timestamp, TurnRecord,
+    UNKNOWN_EXECUTION, WriteOp,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -87,7 +90,55 @@ impl Table {
     }
 }
 
+/// One write queued while lines are observed, with what its outcome moves.
+#[derive(Debug)]
+enum Pending {
+    /// `creates`: this write makes the row exist (`row_written` on success); otherwise
+    /// it only moves `updated_at` (turn activity).
+    Session {
+        acp_session_id: String,
+        record: SessionRecord,
+        creates: bool,
+    },
+    Turn {
+        record: TurnRecord,
+        /// A turn start (counted in `turns` on success).
+        starts: bool,
+    },
+    Message {
+        record: MessageRecord,
+        tool_call_id: String,
+        is_new: bool,
+    },
+    /// Already through the writer's gate and value rules ([`SubagentWriter::prepare`]).
+    Subagent { record: SubagentRecord },
+}
+
+impl Pending {
+    fn op(&self) -> WriteOp<'_> {
+        match self {
+            Pending::Session { record, .. } => WriteOp::Session(record),
+            Pending::Turn { record, .. } => WriteOp::Turn(record),
+            Pending::Message { record, .. } => WriteOp::Message(record),
+            Pending::Subagent { record } => WriteOp::Subagent(record),
+        }
+    }
+}
+
+/// How queued writes reach the store.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// One statement per write, each its own commit ([`Capture::observe`]).
+    EachRecord,
+    /// One [`Store::write_batch`] (group commit), record by record if it fails.
+    Group,
+}
+
 /// Capture for one agent execution. Feed it every line in both directions, in order.
+///
+/// Writes are queued while a line (or a batch of lines) is interpreted and all reach
+/// the store before [`Capture::observe`] / [`Capture::observe_batch`] returns: nothing
+/// is ever held across calls, so nothing acknowledged can be lost to idle time.
 pub struct Capture {
     store: Arc<dyn Store>,
     /// As configured (`None` when empty): the writer counts `unknown_execution` from it.
@@ -101,6 +152,8 @@ pub struct Capture {
     /// (session row id, tool_call_id) of subagent rows this capture persisted.
     subagent_rows: HashSet<(String, String)>,
     stats: CaptureStats,
+    /// Writes of the line(s) being observed, in order; empty between calls.
+    pending: Vec<Pending>,
 }
 
 impl Capture {
@@ -116,17 +169,29 @@ impl Capture {
             sessions: HashMap::new(),
             subagent_rows: HashSet::new(),
             stats: CaptureStats::default(),
+            pending: Vec::new(),
         }
     }
 
     /// Observes one complete line (no trailing newline) seen in `direction` at
     /// `observed_at`. Never fails and never panics: store errors are WARN + counters.
+    /// Its writes are committed (one statement each) before it returns.
     pub async fn observe(&mut self, direction: Direction, line: &[u8], observed_at: Timestamp) {
-        self.stats.frames_seen += 1;
-        metrics::counter!(FRAMES_SEEN_METRIC).increment(1);
-        for event in self.tracker.observe_bytes(direction, line) {
-            self.on_event(event, line, observed_at).await;
+        self.interpret(direction, line, observed_at);
+        self.flush(Flush::EachRecord).await;
+    }
+
+    /// Observes `lines` in order, exactly as that many [`Capture::observe`] calls
+    /// would, but commits their writes together ([`Store::write_batch`]: one writer
+    /// connection, one transaction) before it returns. Meant for lines that are
+    /// already queued (the proxy drains its queue; import reads chunks). If the group
+    /// commit fails, nothing of it was written and every write is retried on its own,
+    /// so each failure is attributed to its own frame and table (AC-26, AC-27).
+    pub async fn observe_batch(&mut self, lines: &[(Direction, &[u8], Timestamp)]) {
+        for (direction, line, observed_at) in lines {
+            self.interpret(*direction, line, *observed_at);
         }
+        self.flush(Flush::Group).await;
     }
 
     /// This capture's subagent-writer counters (AC-26).
@@ -138,17 +203,25 @@ impl Capture {
         self.stats
     }
 
-    async fn on_event(&mut self, event: TrackerEvent, line: &[u8], at: Timestamp) {
+    fn interpret(&mut self, direction: Direction, line: &[u8], observed_at: Timestamp) {
+        self.stats.frames_seen += 1;
+        metrics::counter!(FRAMES_SEEN_METRIC).increment(1);
+        for event in self.tracker.observe_bytes(direction, line) {
+            self.on_event(event, line, observed_at);
+        }
+    }
+
+    fn on_event(&mut self, event: TrackerEvent, line: &[u8], at: Timestamp) {
         match event {
             TrackerEvent::SessionOpened {
                 acp_session_id,
                 cwd,
                 ..
-            } => self.open_session(&acp_session_id, cwd, at).await,
+            } => self.queue_open_session(&acp_session_id, cwd, at),
             TrackerEvent::PromptStarted {
                 acp_session_id,
                 request_id,
-            } => self.start_turn(&acp_session_id, &request_id, at).await,
+            } => self.queue_start_turn(&acp_session_id, &request_id, at),
             TrackerEvent::PromptEnded {
                 acp_session_id,
                 request_id,
@@ -156,14 +229,13 @@ impl Capture {
                 error,
             } => {
                 let stop_reason = stop_reason.or_else(|| error.map(|e| format!("error: {e}")));
-                self.end_turn(&acp_session_id, &request_id, stop_reason, at)
-                    .await
+                self.queue_end_turn(&acp_session_id, &request_id, stop_reason, at)
             }
-            TrackerEvent::Tool(frame) => self.record_tool_frame(&frame, at).await,
+            TrackerEvent::Tool(frame) => self.queue_tool_frame(&frame, at),
             TrackerEvent::Ignored {
                 direction,
                 reason: IgnoredReason::MissingSessionId,
-            } => self.on_missing_session(direction, line, at).await,
+            } => self.on_missing_session(direction, line, at),
             TrackerEvent::NotUnderstood { .. } => {
                 self.stats.frames_not_understood += 1;
                 metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC).increment(1);
@@ -179,13 +251,8 @@ impl Capture {
         cwd: Option<String>,
         at: Timestamp,
     ) {
-        let state = self.session_state(acp_session_id, at);
-        if cwd.is_some() {
-            state.cwd = cwd;
-        }
-        // Re-opening (session/load) is news about the row: rewrite it.
-        state.row_written = false;
-        self.ensure_session_row(acp_session_id, at).await;
+        self.queue_open_session(acp_session_id, cwd, at);
+        self.flush(Flush::EachRecord).await;
     }
 
     /// A prompt started: an open turn for its session.
@@ -195,7 +262,40 @@ impl Capture {
         request_id: &str,
         at: Timestamp,
     ) {
-        let Some(task_id) = self.ensure_session_row(acp_session_id, at).await else {
+        self.queue_start_turn(acp_session_id, request_id, at);
+        self.flush(Flush::EachRecord).await;
+    }
+
+    /// A prompt ended: its turn is completed (write-once) and is no longer open.
+    pub(crate) async fn end_turn(
+        &mut self,
+        acp_session_id: &str,
+        request_id: &str,
+        stop_reason: Option<String>,
+        at: Timestamp,
+    ) {
+        self.queue_end_turn(acp_session_id, request_id, stop_reason, at);
+        self.flush(Flush::EachRecord).await;
+    }
+
+    /// The tool-call message first, then the subagent writer; neither failure stops the other.
+    pub(crate) async fn record_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
+        self.queue_tool_frame(frame, at);
+        self.flush(Flush::EachRecord).await;
+    }
+
+    fn queue_open_session(&mut self, acp_session_id: &str, cwd: Option<String>, at: Timestamp) {
+        let state = self.session_state(acp_session_id, at);
+        if cwd.is_some() {
+            state.cwd = cwd;
+        }
+        // Re-opening (session/load) is news about the row: rewrite it.
+        state.row_written = false;
+        self.ensure_session_row(acp_session_id, at, true);
+    }
+
+    fn queue_start_turn(&mut self, acp_session_id: &str, request_id: &str, at: Timestamp) {
+        let Some(task_id) = self.ensure_session_row(acp_session_id, at, false) else {
             self.count_without_task();
             return;
         };
@@ -217,21 +317,21 @@ impl Capture {
             stop_reason: None,
             updated_at: at,
         };
-        if self.write_turn(&record).await {
-            self.stats.turns += 1;
-        }
-        self.touch_session(acp_session_id, at).await;
+        self.pending.push(Pending::Turn {
+            record,
+            starts: true,
+        });
+        self.touch_session(acp_session_id, at);
     }
 
-    /// A prompt ended: its turn is completed (write-once) and is no longer open.
-    pub(crate) async fn end_turn(
+    fn queue_end_turn(
         &mut self,
         acp_session_id: &str,
         request_id: &str,
         stop_reason: Option<String>,
         at: Timestamp,
     ) {
-        let Some(task_id) = self.ensure_session_row(acp_session_id, at).await else {
+        let Some(task_id) = self.ensure_session_row(acp_session_id, at, false) else {
             return;
         };
         let Some(state) = self.sessions.get_mut(acp_session_id) else {
@@ -256,17 +356,21 @@ impl Capture {
             stop_reason,
             updated_at: at,
         };
-        self.write_turn(&record).await;
-        self.touch_session(acp_session_id, at).await;
+        self.pending.push(Pending::Turn {
+            record,
+            starts: false,
+        });
+        self.touch_session(acp_session_id, at);
     }
 
-    /// The tool-call message first, then the subagent writer; neither failure stops the other.
-    pub(crate) async fn record_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
+    /// The tool-call message first, then the subagent writer; neither failure stops the
+    /// other (each is its own write, settled on its own).
+    fn queue_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
         self.stats.tool_frames += 1;
         let task_id = if frame.acp_session_id.is_empty() {
             None
         } else {
-            self.ensure_session_row(&frame.acp_session_id, at).await
+            self.ensure_session_row(&frame.acp_session_id, at, false)
         };
         let Some(task_id) = task_id else {
             if !frame.acp_session_id.is_empty() {
@@ -279,8 +383,7 @@ impl Capture {
                     .get(&frame.acp_session_id)
                     .map(|s| s.row_id.clone())
                     .unwrap_or_default();
-                self.record_subagent(frame, task.clone(), session_id, String::new(), None, at)
-                    .await;
+                self.record_subagent(frame, task.clone(), session_id, String::new(), None, at);
             }
             return;
         };
@@ -290,16 +393,14 @@ impl Capture {
         let session_id = state.row_id.clone();
         let turn_id = state.open_turn.as_ref().map(|t| t.id.clone());
         if !frame.tool_call_id.is_empty() {
-            self.write_message(frame, &session_id, &task_id, turn_id.clone(), at)
-                .await;
+            self.write_message(frame, &session_id, &task_id, turn_id.clone(), at);
         }
         if let Some(task) = &frame.subagent {
-            self.record_subagent(frame, task.clone(), session_id, task_id, turn_id, at)
-                .await;
+            self.record_subagent(frame, task.clone(), session_id, task_id, turn_id, at);
         }
     }
 
-    async fn write_message(
+    fn write_message(
         &mut self,
         frame: &ToolFrame,
         session_id: &str,
@@ -321,23 +422,14 @@ impl Capture {
             created_at: at,
             updated_at: at,
         };
-        match self.store.upsert_message(&record).await {
-            Ok(()) => {
-                self.stats.message_writes += 1;
-                if frame.is_new {
-                    self.stats.messages += 1;
-                }
-            }
-            Err(error) => self.store_error(
-                Table::Messages,
-                &record.task_session_id,
-                &error,
-                &frame.tool_call_id,
-            ),
-        }
+        self.pending.push(Pending::Message {
+            record,
+            tool_call_id: frame.tool_call_id.clone(),
+            is_new: frame.is_new,
+        });
     }
 
-    async fn record_subagent(
+    fn record_subagent(
         &mut self,
         frame: &ToolFrame,
         payload: fanout_acp::SubagentTask,
@@ -346,30 +438,26 @@ impl Capture {
         turn_id: Option<String>,
         at: Timestamp,
     ) {
-        let key = (task_session_id.clone(), frame.tool_call_id.clone());
-        let outcome = self
-            .writer
-            .record_outcome(SubagentFrame {
-                task_session_id,
-                task_id,
-                turn_id,
-                tool_call_id: frame.tool_call_id.clone(),
-                parent_tool_call_id: frame.parent_tool_call_id.clone(),
-                agent_execution_id: self.execution_id.clone(),
-                tool_status: frame.tool_status.clone(),
-                payload,
-                observed_at: at,
-            })
-            .await;
-        if outcome == RecordOutcome::Persisted && self.subagent_rows.insert(key) {
-            self.stats.subagent_rows += 1;
+        let prepared = self.writer.prepare(&SubagentFrame {
+            task_session_id,
+            task_id,
+            turn_id,
+            tool_call_id: frame.tool_call_id.clone(),
+            parent_tool_call_id: frame.parent_tool_call_id.clone(),
+            agent_execution_id: self.execution_id.clone(),
+            tool_status: frame.tool_status.clone(),
+            payload,
+            observed_at: at,
+        });
+        if let Some(record) = prepared {
+            self.pending.push(Pending::Subagent { record });
         }
     }
 
     /// Kandev parity for AC-2: a subagent launch sent without a session id is counted as
     /// `skipped_no_identity`. The tracker drops such frames, so a throwaway tracker
     /// recognises this one line under a placeholder session.
-    async fn on_missing_session(&mut self, direction: Direction, line: &[u8], at: Timestamp) {
+    fn on_missing_session(&mut self, direction: Direction, line: &[u8], at: Timestamp) {
         const PLACEHOLDER: &str = "\u{0}fanout-missing-session";
         let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
             return;
@@ -391,8 +479,102 @@ impl Capture {
                     tool_call_id = %frame.tool_call_id,
                     "subagent frame without a session id: not recorded"
                 );
-                self.record_subagent(&frame, task, String::new(), String::new(), None, at)
-                    .await;
+                self.record_subagent(&frame, task, String::new(), String::new(), None, at);
+            }
+        }
+    }
+
+    /// Sends every queued write to the store and settles its outcome.
+    async fn flush(&mut self, how: Flush) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        if how == Flush::Group && pending.len() > 1 {
+            let ops: Vec<WriteOp<'_>> = pending.iter().map(Pending::op).collect();
+            match self.store.write_batch(&ops).await {
+                Ok(()) => {
+                    for write in &pending {
+                        self.settle(write, None);
+                    }
+                    return;
+                }
+                // Nothing of the batch was written: retry each write on its own, so a
+                // failure is attributed to its own frame and the others still land.
+                Err(error) => tracing::debug!(
+                    writes = pending.len(),
+                    error = %error,
+                    "group commit failed; writing record by record"
+                ),
+            }
+        }
+        for write in &pending {
+            let result = match write.op() {
+                WriteOp::Session(record) => self.store.upsert_session(record).await,
+                WriteOp::Turn(record) => self.store.upsert_turn(record).await,
+                WriteOp::Message(record) => self.store.upsert_message(record).await,
+                WriteOp::Subagent(record) => self.store.upsert_subagent(record).await,
+            };
+            self.settle(write, result.as_ref().err());
+        }
+    }
+
+    /// What one write's outcome moves: stats, session state, writer counters, WARNs.
+    fn settle(&mut self, write: &Pending, error: Option<&StoreError>) {
+        match (write, error) {
+            (
+                Pending::Session {
+                    acp_session_id,
+                    creates,
+                    ..
+                },
+                None,
+            ) => {
+                if *creates && let Some(state) = self.sessions.get_mut(acp_session_id) {
+                    state.row_written = true;
+                    self.stats.sessions =
+                        self.sessions.values().filter(|s| s.row_written).count() as u64;
+                }
+            }
+            (Pending::Session { record, .. }, Some(error)) => {
+                self.store_error(Table::Sessions, &record.id, error, "")
+            }
+            (Pending::Turn { starts, .. }, None) => {
+                if *starts {
+                    self.stats.turns += 1;
+                }
+            }
+            (Pending::Turn { record, .. }, Some(error)) => {
+                self.store_error(Table::Turns, &record.task_session_id, error, "")
+            }
+            (Pending::Message { is_new, .. }, None) => {
+                self.stats.message_writes += 1;
+                if *is_new {
+                    self.stats.messages += 1;
+                }
+            }
+            (
+                Pending::Message {
+                    record,
+                    tool_call_id,
+                    ..
+                },
+                Some(error),
+            ) => self.store_error(
+                Table::Messages,
+                &record.task_session_id,
+                error,
+                tool_call_id,
+            ),
+            (Pending::Subagent { record }, error) => {
+                let outcome = self.writer.settle(record, error);
+                if outcome == RecordOutcome::Persisted
+                    && self
+                        .subagent_rows
+                        .insert((record.task_session_id.clone(), record.tool_call_id.clone()))
+                {
+                    self.stats.subagent_rows += 1;
+                }
             }
         }
     }
@@ -410,31 +592,29 @@ impl Capture {
             })
     }
 
-    /// The session's task id, writing its row first if it is not in the store yet
+    /// The session's task id, queueing its row first if it is not in the store yet
     /// (a session first seen through its traffic gets its row on first need, so every
     /// foreign key holds). `None`: no task, so nothing of this session is recorded.
-    async fn ensure_session_row(&mut self, acp_session_id: &str, at: Timestamp) -> Option<String> {
+    /// `rewrite`: write the row even if it exists or is already queued (re-open).
+    fn ensure_session_row(
+        &mut self,
+        acp_session_id: &str,
+        at: Timestamp,
+        rewrite: bool,
+    ) -> Option<String> {
         let configured_task = self.task_id.clone();
         let state = self.session_state(acp_session_id, at);
         let task_id = configured_task.or_else(|| state.cwd.clone())?;
-        if !state.row_written {
+        let row_id = state.row_id.clone();
+        if !state.row_written && (rewrite || !self.session_queued(&row_id)) {
             let record = self.session_record(acp_session_id, &task_id, at)?;
-            match self.store.upsert_session(&record).await {
-                Ok(()) => {
-                    if let Some(state) = self.sessions.get_mut(acp_session_id) {
-                        state.row_written = true;
-                    }
-                    self.stats.sessions =
-                        self.sessions.values().filter(|s| s.row_written).count() as u64;
-                }
-                Err(error) => self.store_error(Table::Sessions, &record.id, &error, ""),
-            }
+            self.queue_session(acp_session_id, record, true);
         }
         Some(task_id)
     }
 
     /// Moves the session's `updated_at` (turn activity).
-    async fn touch_session(&mut self, acp_session_id: &str, at: Timestamp) {
+    fn touch_session(&mut self, acp_session_id: &str, at: Timestamp) {
         let task_id = self.task_id.clone().or_else(|| {
             self.sessions
                 .get(acp_session_id)
@@ -444,9 +624,49 @@ impl Capture {
         else {
             return;
         };
-        if let Err(error) = self.store.upsert_session(&record).await {
-            self.store_error(Table::Sessions, &record.id, &error, "");
+        self.queue_session(acp_session_id, record, false);
+    }
+
+    fn session_queued(&self, row_id: &str) -> bool {
+        self.pending
+            .iter()
+            .any(|w| matches!(w, Pending::Session { record, .. } if record.id == row_id))
+    }
+
+    /// Queues a session upsert, or folds it into the one already queued for that row
+    /// (redundant writes avoided): the session upsert keeps `task_id` and `started_at`
+    /// of the first insert, lets a non-NULL value replace, takes `updated_at` from the
+    /// latest write and `agent_execution_id` from the first non-NULL one. Folding the
+    /// later record into the earlier one by those same rules leaves exactly the row
+    /// the two upserts in sequence would have left, one statement earlier.
+    fn queue_session(&mut self, acp_session_id: &str, record: SessionRecord, creates: bool) {
+        for write in &mut self.pending {
+            if let Pending::Session {
+                record: queued,
+                creates: queued_creates,
+                ..
+            } = write
+                && queued.id == record.id
+            {
+                let newer = record;
+                queued.acp_session_id = newer.acp_session_id.or(queued.acp_session_id.take());
+                queued.agent_execution_id = queued
+                    .agent_execution_id
+                    .take()
+                    .or(newer.agent_execution_id);
+                queued.agent_command = newer.agent_command.or(queued.agent_command.take());
+                queued.cwd = newer.cwd.or(queued.cwd.take());
+                queued.completed_at = newer.completed_at.or(queued.completed_at);
+                queued.updated_at = newer.updated_at;
+                *queued_creates |= creates;
+                return;
+            }
         }
+        self.pending.push(Pending::Session {
+            acp_session_id: acp_session_id.to_owned(),
+            record,
+            creates,
+        });
     }
 
     fn session_record(
@@ -473,16 +693,6 @@ impl Capture {
         })
     }
 
-    async fn write_turn(&mut self, record: &TurnRecord) -> bool {
-        match self.store.upsert_turn(record).await {
-            Ok(()) => true,
-            Err(error) => {
-                self.store_error(Table::Turns, &record.task_session_id, &error, "");
-                false
-            }
-        }
-    }
-
     fn count_without_task(&mut self) {
         self.stats.frames_without_task += 1;
         metrics::counter!(FRAMES_WITHOUT_TASK_METRIC).increment(1);
@@ -492,7 +702,7 @@ impl Capture {
         &mut self,
         table: Table,
         session_id: &str,
-        error: &fanout_store::StoreError,
+        error: &StoreError,
         tool_call_id: &str,
     ) {
         self.stats.store_errors += 1;

@@ -64,6 +64,19 @@ impl SubagentWriter {
     }
 
     pub(crate) async fn record_outcome(&self, frame: SubagentFrame) -> RecordOutcome {
+        let Some(record) = self.prepare(&frame) else {
+            return RecordOutcome::SkippedNoIdentity;
+        };
+        let result = self.store.upsert_subagent(&record).await;
+        self.settle(&record, result.as_ref().err())
+    }
+
+    /// The first half of [`SubagentWriter::record`]: `attempted`, the identity gate
+    /// (`skipped_no_identity`, then `None`) and the value rules (`anomalous_value`).
+    /// The caller runs the upsert of the returned record (alone or in a group commit)
+    /// and then MUST call [`SubagentWriter::settle`] with its outcome, so that
+    /// attempted = skipped + persisted + failed holds again (AC-26).
+    pub(crate) fn prepare(&self, frame: &SubagentFrame) -> Option<SubagentRecord> {
         self.counters.bump(Outcome::Attempted);
         // AC-2: the execution id is deliberately not part of the gate (AC-31).
         if frame.task_session_id.is_empty()
@@ -71,25 +84,35 @@ impl SubagentWriter {
             || frame.tool_call_id.is_empty()
         {
             self.counters.bump(Outcome::SkippedNoIdentity);
-            return RecordOutcome::SkippedNoIdentity;
+            return None;
         }
-        let (record, anomalous) = normalize(&frame);
+        let (record, anomalous) = normalize(frame);
         // Counted before the upsert, so also for frames whose write then fails (Kandev).
         if anomalous {
             self.counters.bump(Outcome::AnomalousValue);
         }
-        match self.store.upsert_subagent(&record).await {
-            Ok(()) => {
+        Some(record)
+    }
+
+    /// The second half of [`SubagentWriter::record`]: `persisted` (and
+    /// `unknown_execution`) or a WARN with the session and tool_call id and `failed`.
+    pub(crate) fn settle(
+        &self,
+        record: &SubagentRecord,
+        error: Option<&fanout_store::StoreError>,
+    ) -> RecordOutcome {
+        match error {
+            None => {
                 self.counters.bump(Outcome::Persisted);
                 if record.agent_execution_id.is_none() {
                     self.counters.bump(Outcome::UnknownExecution);
                 }
                 RecordOutcome::Persisted
             }
-            Err(error) => {
+            Some(error) => {
                 tracing::warn!(
-                    session_id = %frame.task_session_id,
-                    tool_call_id = %frame.tool_call_id,
+                    session_id = %record.task_session_id,
+                    tool_call_id = %record.tool_call_id,
                     error = %error,
                     "failed to record subagent context"
                 );

@@ -14,7 +14,7 @@ use fanout_capture::{
 use fanout_store::testing::TestDb;
 use fanout_store::{
     Activation, Engine, FanoutReport, Health, MessageRecord, ReportScope, SessionRecord, SqlStore,
-    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord,
+    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord, WriteOp,
     both_engines,
 };
 
@@ -88,6 +88,19 @@ async fn feed(capture: &mut Capture, lines: &[(Direction, String)]) {
         let observed = at("2026-08-10T09:00:00Z").plus_micros(i as i64 * 1_000);
         capture.observe(*direction, line.as_bytes(), observed).await;
     }
+}
+
+/// [`feed`], but every line in one [`Capture::observe_batch`] (one group commit).
+async fn feed_batch(capture: &mut Capture, lines: &[(Direction, String)]) {
+    let batch: Vec<(Direction, &[u8], fanout_store::Timestamp)> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (direction, line))| {
+            let observed = at("2026-08-10T09:00:00Z").plus_micros(i as i64 * 1_000);
+            (*direction, line.as_bytes(), observed)
+        })
+        .collect();
+    capture.observe_batch(&batch).await;
 }
 
 fn session_id() -> String {
@@ -335,6 +348,17 @@ impl Store for FailingSubagentStore {
             cause: sqlx::Error::Protocol("the disk is full (test)".into()),
         })
     }
+    /// A batch with a subagent write fails as a whole and writes nothing, as a real
+    /// transaction would; capture must then retry record by record.
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        if ops.iter().any(|op| matches!(op, WriteOp::Subagent(_))) {
+            return Err(StoreError::Query {
+                op: "batch commit",
+                cause: sqlx::Error::Protocol("the disk is full (test)".into()),
+            });
+        }
+        self.0.write_batch(ops).await
+    }
     async fn delete_session(&self, id: &str) -> Result<u64, StoreError> {
         self.0.delete_session(id).await
     }
@@ -397,6 +421,70 @@ async fn a_failed_subagent_write_counts_failed_and_the_rest_still_happens(db: Te
     );
 }
 
+async fn a_failed_group_commit_is_retried_record_by_record_and_attributed(db: TestDb) {
+    let store = open(&db).await;
+    // Its write_batch fails whenever a subagent write is in it, writing nothing.
+    let failing: Arc<dyn Store> = Arc::new(FailingSubagentStore(Arc::clone(&store)));
+    let mut capture = Capture::new(failing, config());
+    let mut lines = session_new().to_vec();
+    lines.extend([
+        prompt(2),
+        launch(ACP, "t1"),
+        launch(ACP, "t2"),
+        prompt_end(2),
+    ]);
+    feed_batch(&mut capture, &lines).await;
+    assert_eq!(
+        counters(&capture),
+        CounterSnapshot {
+            attempted: 2,
+            failed: 2,
+            ..CounterSnapshot::default()
+        }
+    );
+    for id in ["t1", "t2"] {
+        let (turn, _, _) = common::message(&db.url, &message_row_id(&session_id(), id))
+            .await
+            .expect("the message write still happened");
+        assert_eq!(turn, Some(turn_row_id(&session_id(), "2")));
+    }
+    assert_eq!(count(&db.url, "task_session_turns").await, 1);
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+    let stats = capture.stats();
+    assert_eq!((stats.store_errors, stats.message_writes), (0, 2));
+}
+
+/// Group commit changes when rows are written, never what: the same lines give the
+/// same rows, counters and stats one at a time and as one batch.
+async fn a_batch_writes_what_the_same_lines_write_one_at_a_time(db: TestDb) {
+    let store = open(&db).await;
+    let mut lines = session_new().to_vec();
+    lines.extend([
+        prompt(2),
+        launch(ACP, "t1"),
+        launch(ACP, "t2"),
+        result("t1", -5, 3),
+        prompt_end(2),
+        (A2C, "not json".to_owned()),
+        prompt(3),
+        result("t2", 70, 0),
+        prompt_end(3),
+    ]);
+    let mut one_by_one = Capture::new(as_store(&store), config());
+    feed(&mut one_by_one, &lines).await;
+    let expected = common::dump_all(&db.url).await;
+    store
+        .delete_session(&session_id())
+        .await
+        .expect("delete the session and (cascade) its rows");
+    let mut batched = Capture::new(as_store(&store), config());
+    feed_batch(&mut batched, &lines).await;
+    assert_eq!(common::dump_all(&db.url).await, expected);
+    assert_eq!(counters(&batched), counters(&one_by_one));
+    assert_eq!(batched.stats(), one_by_one.stats());
+    assert_eq!(count(&db.url, "task_session_subagents").await, 2);
+}
+
 async fn garbage_lines_are_counted_not_recorded(db: TestDb) {
     let store = open(&db).await;
     let mut capture = Capture::new(as_store(&store), config());
@@ -424,5 +512,7 @@ both_engines!(
     no_execution_id_is_unknown_and_counted,
     negative_metrics_are_null_and_anomalous_once_per_frame,
     a_failed_subagent_write_counts_failed_and_the_rest_still_happens,
+    a_failed_group_commit_is_retried_record_by_record_and_attributed,
+    a_batch_writes_what_the_same_lines_write_one_at_a_time,
     garbage_lines_are_counted_not_recorded,
 );

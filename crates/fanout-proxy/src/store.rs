@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fanout_store::{
     Activation, Engine, FanoutReport, Health, MessageRecord, ReportScope, SessionRecord, SqlStore,
-    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord,
+    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord, WriteOp,
 };
 use tokio::sync::watch;
 
@@ -218,6 +218,15 @@ impl Store for ResilientStore {
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError> {
         self.with_store("write", |s| async move { s.upsert_subagent(record).await })
             .await
+    }
+
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        // Not counted here: capture retries a failed batch record by record, and those
+        // writes are what `errors` counts, once per failed write.
+        match self.current() {
+            Ok(store) => store.write_batch(ops).await,
+            Err(unavailable) => Err(unavailable),
+        }
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {

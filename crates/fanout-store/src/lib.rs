@@ -23,7 +23,7 @@ pub use report::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
     ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
 };
-pub use store::{OpenOptions, SqlStore, Store, subagent_row_id};
+pub use store::{OpenOptions, SqlStore, Store, WriteOp, subagent_row_id};
 pub use time::{Timestamp, TimestampError};
 
 /// The URL used when none is given: the embedded SQLite default.

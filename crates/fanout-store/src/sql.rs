@@ -239,15 +239,21 @@ pub(crate) fn schema(d: Dialect) -> Vec<String> {
 /// and every SET expression reads the pre-update row, so a first terminal frame sets
 /// tool_status and settled_at together.
 pub(crate) fn upsert_subagent(d: Dialect) -> String {
+    upsert_subagent_from(d, 1)
+}
+
+/// [`upsert_subagent`] with its parameters numbered from `$first` (the same statement,
+/// so it can follow another one in a multi-statement SQLite query).
+pub(crate) fn upsert_subagent_from(d: Dialect, first: usize) -> String {
     let columns = SUBAGENT_COLUMNS.join(", ");
     let values = SUBAGENT_COLUMNS
         .iter()
         .enumerate()
         .map(|(i, col)| {
             if col.ends_with("_at") {
-                d.ts_param(i + 1)
+                d.ts_param(i + first)
             } else {
-                format!("${}", i + 1)
+                format!("${}", i + first)
             }
         })
         .collect::<Vec<_>>()
@@ -324,6 +330,22 @@ pub(crate) fn upsert_message(d: Dialect) -> String {
            updated_at = excluded.updated_at",
         d.ts_param(9),
         d.ts_param(10)
+    )
+}
+
+/// The parameters of [`upsert_message`].
+pub(crate) const MESSAGE_PARAMS: usize = 10;
+
+/// SQLite only: the message upsert and then the subagent merge of the same frame, each
+/// its own unchanged statement, sent as one multi-statement query (`$1`…`$10` message,
+/// `$11`…`$32` subagent; SQLite binds `$N` by name across the statements). One round
+/// trip through the driver's worker thread instead of two. PostgreSQL's extended
+/// protocol takes one statement per query, so it runs the two separately.
+pub(crate) fn upsert_message_then_subagent(d: Dialect) -> String {
+    format!(
+        "{};\n{}",
+        upsert_message(d),
+        upsert_subagent_from(d, MESSAGE_PARAMS + 1)
     )
 }
 

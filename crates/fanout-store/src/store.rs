@@ -33,6 +33,12 @@ pub trait Store: Send + Sync {
     async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError>;
     /// The one-statement merge of AC-1…AC-16, AC-30…AC-32.
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError>;
+    /// Group commit: runs `ops` in order, each through the same one statement as its
+    /// single-record method above (the merge rules unchanged, no read-then-write), on
+    /// ONE writer connection inside ONE transaction. All of them commit or none does:
+    /// on `Err` nothing of the batch is written, and a caller that needs per-record
+    /// outcomes retries record by record. Returns once the batch is committed.
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError>;
 
     /// Deletes a session and (by cascade) its turns, messages and subagent rows.
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError>;
@@ -54,11 +60,22 @@ pub trait Store: Send + Sync {
     async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError>;
 }
 
+/// One record of a [`Store::write_batch`].
+#[derive(Clone, Copy, Debug)]
+pub enum WriteOp<'a> {
+    Session(&'a SessionRecord),
+    Turn(&'a TurnRecord),
+    Message(&'a MessageRecord),
+    Subagent(&'a SubagentRecord),
+}
+
 struct Statements {
     upsert_session: String,
     upsert_turn: String,
     upsert_message: String,
     upsert_subagent: String,
+    /// SQLite only (see [`sql::upsert_message_then_subagent`]).
+    message_then_subagent: Option<String>,
 }
 
 impl Statements {
@@ -68,8 +85,117 @@ impl Statements {
             upsert_turn: sql::upsert_turn(d),
             upsert_message: sql::upsert_message(d),
             upsert_subagent: sql::upsert_subagent(d),
+            message_then_subagent: (d == Dialect::Sqlite)
+                .then(|| sql::upsert_message_then_subagent(d)),
         }
     }
+}
+
+/// The bind values of one subagent upsert that are computed rather than read.
+struct SubagentBinds<'a> {
+    r: &'a SubagentRecord,
+    id: String,
+    execution: &'a str,
+    observed_at: String,
+    settled_at: Option<String>,
+    updated_at: String,
+}
+
+impl<'a> SubagentBinds<'a> {
+    fn new(r: &'a SubagentRecord) -> Self {
+        let execution = non_empty(&r.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION);
+        let now = Timestamp::now();
+        let observed_at = r.observed_at.unwrap_or(now);
+        SubagentBinds {
+            r,
+            id: subagent_row_id(&r.task_session_id, execution, &r.tool_call_id),
+            execution,
+            observed_at: observed_at.canonical(),
+            settled_at: r.settled_at.map(|t| t.canonical()),
+            updated_at: observed_at.max(now).canonical(),
+        }
+    }
+}
+
+/// Appends the binds of [`sql::upsert_session`] to `$query`.
+macro_rules! bind_session {
+    ($query:expr, $s:expr) => {{
+        let s: &SessionRecord = $s;
+        $query
+            .bind(&s.id)
+            .bind(&s.task_id)
+            .bind(non_empty(&s.acp_session_id))
+            .bind(non_empty(&s.agent_execution_id))
+            .bind(non_empty(&s.agent_command))
+            .bind(non_empty(&s.cwd))
+            .bind(s.started_at.canonical())
+            .bind(s.completed_at.map(|t| t.canonical()))
+            .bind(s.updated_at.canonical())
+    }};
+}
+
+/// Appends the binds of [`sql::upsert_turn`] to `$query`.
+macro_rules! bind_turn {
+    ($query:expr, $t:expr) => {{
+        let t: &TurnRecord = $t;
+        $query
+            .bind(&t.id)
+            .bind(&t.task_session_id)
+            .bind(&t.task_id)
+            .bind(t.started_at.canonical())
+            .bind(t.completed_at.map(|x| x.canonical()))
+            .bind(non_empty(&t.stop_reason))
+            .bind(t.updated_at.canonical())
+    }};
+}
+
+/// Appends the [`sql::MESSAGE_PARAMS`] binds of [`sql::upsert_message`] to `$query`.
+macro_rules! bind_message {
+    ($query:expr, $m:expr) => {{
+        let m: &MessageRecord = $m;
+        $query
+            .bind(&m.id)
+            .bind(&m.task_session_id)
+            .bind(non_empty(&m.task_id))
+            .bind(non_empty(&m.turn_id))
+            .bind(non_empty(&m.author_type))
+            .bind(non_empty(&m.message_type))
+            .bind(non_empty(&m.content))
+            .bind(&m.metadata)
+            .bind(m.created_at.canonical())
+            .bind(m.updated_at.canonical())
+    }};
+}
+
+/// Appends the binds of [`sql::upsert_subagent`] to `$query`.
+macro_rules! bind_subagent {
+    ($query:expr, $b:expr) => {{
+        let b: &SubagentBinds<'_> = $b;
+        let r = b.r;
+        $query
+            .bind(&b.id)
+            .bind(&r.task_session_id)
+            .bind(&r.task_id)
+            .bind(non_empty(&r.turn_id))
+            .bind(&r.tool_call_id)
+            .bind(b.execution)
+            .bind(non_empty(&r.parent_tool_call_id))
+            .bind(non_empty(&r.subagent_type))
+            .bind(non_empty(&r.description))
+            .bind(non_empty(&r.agent_id))
+            .bind(non_empty(&r.child_session_id))
+            .bind(non_empty(&r.model))
+            .bind(non_empty(&r.agent_status))
+            .bind(non_empty(&r.tool_status))
+            .bind(i64::from(r.is_async))
+            .bind(metric(r.total_tokens, true))
+            .bind(metric(r.tool_use_count, false))
+            .bind(metric(r.duration_ms, true))
+            .bind(Source::Live.as_str())
+            .bind(&b.observed_at)
+            .bind(&b.settled_at)
+            .bind(&b.updated_at)
+    }};
 }
 
 enum Pools {
@@ -424,16 +550,7 @@ impl Store for SqlStore {
 
     async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let statement = &self.statements.upsert_session;
-        with_writer!(self, pool => sqlx::query(statement)
-            .bind(&s.id)
-            .bind(&s.task_id)
-            .bind(non_empty(&s.acp_session_id))
-            .bind(non_empty(&s.agent_execution_id))
-            .bind(non_empty(&s.agent_command))
-            .bind(non_empty(&s.cwd))
-            .bind(s.started_at.canonical())
-            .bind(s.completed_at.map(|t| t.canonical()))
-            .bind(s.updated_at.canonical())
+        with_writer!(self, pool => bind_session!(sqlx::query(statement), s)
             .execute(pool)
             .await
             .map(|_| ())
@@ -442,14 +559,7 @@ impl Store for SqlStore {
 
     async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
         let statement = &self.statements.upsert_turn;
-        with_writer!(self, pool => sqlx::query(statement)
-            .bind(&t.id)
-            .bind(&t.task_session_id)
-            .bind(&t.task_id)
-            .bind(t.started_at.canonical())
-            .bind(t.completed_at.map(|x| x.canonical()))
-            .bind(non_empty(&t.stop_reason))
-            .bind(t.updated_at.canonical())
+        with_writer!(self, pool => bind_turn!(sqlx::query(statement), t)
             .execute(pool)
             .await
             .map(|_| ())
@@ -458,17 +568,7 @@ impl Store for SqlStore {
 
     async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
         let statement = &self.statements.upsert_message;
-        with_writer!(self, pool => sqlx::query(statement)
-            .bind(&m.id)
-            .bind(&m.task_session_id)
-            .bind(non_empty(&m.task_id))
-            .bind(non_empty(&m.turn_id))
-            .bind(non_empty(&m.author_type))
-            .bind(non_empty(&m.message_type))
-            .bind(non_empty(&m.content))
-            .bind(&m.metadata)
-            .bind(m.created_at.canonical())
-            .bind(m.updated_at.canonical())
+        with_writer!(self, pool => bind_message!(sqlx::query(statement), m)
             .execute(pool)
             .await
             .map(|_| ())
@@ -476,38 +576,71 @@ impl Store for SqlStore {
     }
 
     async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
-        let statement = sql::upsert_subagent(self.dialect());
-        let execution = non_empty(&r.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION);
-        let now = Timestamp::now();
-        let observed_at = r.observed_at.unwrap_or(now);
-        let settled_at = r.settled_at.map(|t| t.canonical());
-        with_writer!(self, pool => sqlx::query(&statement)
-            .bind(subagent_row_id(&r.task_session_id, execution, &r.tool_call_id))
-            .bind(&r.task_session_id)
-            .bind(&r.task_id)
-            .bind(non_empty(&r.turn_id))
-            .bind(&r.tool_call_id)
-            .bind(execution)
-            .bind(non_empty(&r.parent_tool_call_id))
-            .bind(non_empty(&r.subagent_type))
-            .bind(non_empty(&r.description))
-            .bind(non_empty(&r.agent_id))
-            .bind(non_empty(&r.child_session_id))
-            .bind(non_empty(&r.model))
-            .bind(non_empty(&r.agent_status))
-            .bind(non_empty(&r.tool_status))
-            .bind(i64::from(r.is_async))
-            .bind(metric(r.total_tokens, true))
-            .bind(metric(r.tool_use_count, false))
-            .bind(metric(r.duration_ms, true))
-            .bind(Source::Live.as_str())
-            .bind(observed_at.canonical())
-            .bind(&settled_at)
-            .bind(observed_at.max(now).canonical())
+        let statement = &self.statements.upsert_subagent;
+        let binds = SubagentBinds::new(r);
+        with_writer!(self, pool => bind_subagent!(sqlx::query(statement), &binds)
             .execute(pool)
             .await
             .map(|_| ())
             .map_err(StoreError::query("subagent upsert")))
+    }
+
+    /// One acquire of the writer connection, `BEGIN`, the statements, `COMMIT`. What a
+    /// statement costs through sqlx is mostly its round trip to the connection's
+    /// worker thread (SQLite) or the server (PostgreSQL), and outside a transaction
+    /// each statement is also its own commit; a batch pays the acquire and the commit
+    /// once. On SQLite a message upsert directly followed by a subagent upsert (one
+    /// tool frame) goes as one two-statement query, so a frame costs one round trip.
+    /// Any error drops the transaction, which rolls it back: all or nothing.
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let st = &self.statements;
+        with_writer!(self, pool => {
+            let mut tx = pool.begin().await.map_err(StoreError::query("batch begin"))?;
+            let mut i = 0;
+            while i < ops.len() {
+                let pair = match (ops[i], ops.get(i + 1), &st.message_then_subagent) {
+                    (WriteOp::Message(m), Some(WriteOp::Subagent(r)), Some(both)) => {
+                        Some((m, *r, both))
+                    }
+                    _ => None,
+                };
+                if let Some((m, r, both)) = pair {
+                    let binds = SubagentBinds::new(r);
+                    bind_subagent!(bind_message!(sqlx::query(both), m), &binds)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("message and subagent upsert"))?;
+                    i += 2;
+                    continue;
+                }
+                match ops[i] {
+                    WriteOp::Session(s) => bind_session!(sqlx::query(&st.upsert_session), s)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("session upsert"))?,
+                    WriteOp::Turn(t) => bind_turn!(sqlx::query(&st.upsert_turn), t)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("turn upsert"))?,
+                    WriteOp::Message(m) => bind_message!(sqlx::query(&st.upsert_message), m)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("message upsert"))?,
+                    WriteOp::Subagent(r) => {
+                        let binds = SubagentBinds::new(r);
+                        bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(StoreError::query("subagent upsert"))?
+                    }
+                };
+                i += 1;
+            }
+            tx.commit().await.map_err(StoreError::query("batch commit"))
+        })
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {

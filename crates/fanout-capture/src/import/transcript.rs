@@ -39,6 +39,8 @@ pub(super) async fn import_transcript(
         })?;
     };
     let mut capture = Capture::new(store, config);
+    // Frames go to capture in chunks, each one group commit (Capture::observe_batch).
+    let mut chunk: Vec<(Timestamp, Direction, String)> = Vec::with_capacity(CHUNK_FRAMES);
     while let Some((number, consumed, line)) = lines.next_line().await? {
         progress.advanced(consumed);
         if line.trim_ascii().is_empty() {
@@ -46,7 +48,12 @@ pub(super) async fn import_transcript(
         }
         summary.frames += 1;
         match parse_frame(line) {
-            Ok((at, direction, frame)) => capture.observe(direction, frame.as_bytes(), at).await,
+            Ok(frame) => {
+                chunk.push(frame);
+                if chunk.len() == CHUNK_FRAMES {
+                    observe_chunk(&mut capture, &mut chunk).await;
+                }
+            }
             Err(reason) => {
                 summary.bad_line(path, number, reason);
                 if let Some(error) = summary.errors.last() {
@@ -55,9 +62,22 @@ pub(super) async fn import_transcript(
             }
         }
     }
+    observe_chunk(&mut capture, &mut chunk).await;
     summary.capture = capture.stats();
     summary.counters = capture.counters().snapshot();
     Ok(summary)
+}
+
+/// Frames per group commit during import.
+const CHUNK_FRAMES: usize = 256;
+
+async fn observe_chunk(capture: &mut Capture, chunk: &mut Vec<(Timestamp, Direction, String)>) {
+    let lines: Vec<(Direction, &[u8], Timestamp)> = chunk
+        .iter()
+        .map(|(at, direction, frame)| (*direction, frame.as_bytes(), *at))
+        .collect();
+    capture.observe_batch(&lines).await;
+    chunk.clear();
 }
 
 fn parse_header(line: &[u8]) -> Result<CaptureConfig, String> {
