@@ -22,6 +22,9 @@ use crate::store::ResilientStore;
 use crate::tap::{TapFrame, TapShared};
 use crate::transcript::TranscriptWriter;
 
+/// At most this many queued frames go to capture as one batch.
+const BATCH_FRAMES: usize = 128;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Control {
     Run,
@@ -93,32 +96,50 @@ impl Consumer {
                     None => break,
                 },
             };
-            self.shared.budget.give_back(frame.line.len());
-            report.frames += 1;
-            if let Some(writer) = self.transcript.as_mut()
-                && let Err(error) = writer.append(frame.observed_at, frame.direction, &frame.line)
+            // Whatever else is already queued goes to capture with it, as one group
+            // commit (Capture::observe_batch commits before it returns, so nothing
+            // waits for more traffic; a lone frame is a batch of one).
+            let mut batch = vec![frame];
+            while batch.len() < BATCH_FRAMES
+                && let Ok(frame) = self.queue.try_recv()
             {
-                report.transcript_errors += 1;
-                transcript_errors.increment(1);
-                if transcript_warn.ready() {
-                    tracing::warn!(
-                        path = %writer.path().display(),
-                        errors_so_far = report.transcript_errors,
-                        "cannot write the transcript: {error}"
-                    );
+                batch.push(frame);
+            }
+            for frame in &batch {
+                self.shared.budget.give_back(frame.line.len());
+                report.frames += 1;
+                if let Some(writer) = self.transcript.as_mut()
+                    && let Err(error) =
+                        writer.append(frame.observed_at, frame.direction, &frame.line)
+                {
+                    report.transcript_errors += 1;
+                    transcript_errors.increment(1);
+                    if transcript_warn.ready() {
+                        tracing::warn!(
+                            path = %writer.path().display(),
+                            errors_so_far = report.transcript_errors,
+                            "cannot write the transcript: {error}"
+                        );
+                    }
                 }
             }
             if abandon {
-                report.unprocessed += 1;
-                unprocessed.increment(1);
+                report.unprocessed += batch.len() as u64;
+                unprocessed.increment(batch.len() as u64);
             } else {
+                let lines: Vec<_> = batch
+                    .iter()
+                    .map(|f| (f.direction, f.line.as_slice(), f.observed_at))
+                    .collect();
                 tokio::select! {
                     biased;
-                    () = self.capture.observe(frame.direction, &frame.line, frame.observed_at) => {}
+                    () = self.capture.observe_batch(&lines) => {}
+                    // Dropped mid-write: an uncommitted group commit rolls back; the
+                    // whole batch is counted unprocessed and is in the transcript.
                     () = abandoned(&mut control) => {
                         abandon = true;
-                        report.unprocessed += 1;
-                        unprocessed.increment(1);
+                        report.unprocessed += batch.len() as u64;
+                        unprocessed.increment(batch.len() as u64);
                     }
                 }
             }
