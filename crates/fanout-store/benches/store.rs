@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p fanout-store --bench store` runs both:
 //! - writer: `Store::upsert_subagent` (the full merge statement, value rules, row id)
-//!   vs a bare prepared-statement upsert loop on the same file;
+//!   vs a bare prepared-statement upsert loop on the same file; and the same frames
+//!   through `Store::write_batch`, `FANOUT_BENCH_BATCH` (default 14) per group commit;
 //! - backfill: the AC-21 backfill of N messages (one transaction with the keys) vs the
 //!   bare `INSERT … SELECT` of the same rows.
 //!
@@ -11,7 +12,9 @@
 
 use std::time::Instant;
 
-use fanout_store::{SessionRecord, SqlStore, Store, SubagentRecord, Timestamp, TurnRecord};
+use fanout_store::{
+    SessionRecord, SqlStore, Store, SubagentRecord, Timestamp, TurnRecord, WriteOp,
+};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -129,10 +132,26 @@ async fn writer_vs_bare_loop(frames: usize) {
     // Whichever side runs first on a cold file is slower, so the sides alternate over
     // several rounds on fresh keys and the totals are compared.
     let rounds = 4;
-    let (mut bare_secs, mut ours_secs) = (0.0, 0.0);
+    let batch = env_usize("FANOUT_BENCH_BATCH", 14).max(1);
+    let (mut bare_secs, mut ours_secs, mut batch_secs) = (0.0, 0.0, 0.0);
     for round in 0..rounds {
-        for side in [round % 2, 1 - round % 2] {
+        for side in [round % 2, 1 - round % 2, 2] {
             let started = Instant::now();
+            if side == 2 {
+                let records: Vec<SubagentRecord> = (0..frames)
+                    .map(|i| {
+                        let mut f = frame(i);
+                        f.tool_call_id = format!("b{round}-{}", f.tool_call_id);
+                        f
+                    })
+                    .collect();
+                for chunk in records.chunks(batch) {
+                    let ops: Vec<WriteOp<'_>> = chunk.iter().map(WriteOp::Subagent).collect();
+                    store.write_batch(&ops).await.expect("batch");
+                }
+                batch_secs += started.elapsed().as_secs_f64();
+                continue;
+            }
             for i in 0..frames {
                 let mut f = frame(i);
                 f.tool_call_id = format!("r{round}-{}", f.tool_call_id);
@@ -180,9 +199,14 @@ async fn writer_vs_bare_loop(frames: usize) {
     let total = (frames * rounds) as f64;
     let bare_rate = total / bare_secs;
     let ours_rate = total / ours_secs;
+    let batch_rate = total / batch_secs;
     println!(
         "writer: {rounds}x{frames} frames; bare loop {bare_rate:.0} frames/s, Store::upsert_subagent {ours_rate:.0} frames/s; ratio {:.2}x (target >= 0.8x)",
         ours_rate / bare_rate
+    );
+    println!(
+        "writer: Store::write_batch ({batch} upserts per group commit) {batch_rate:.0} frames/s; {:.2}x of the bare loop",
+        batch_rate / bare_rate
     );
     store.close().await;
 }
