@@ -66,6 +66,8 @@ pub use jsonrpc::{
     Direction, Message, NotUnderstoodReason, RequestId, ResponseOutcome, RpcError, classify,
     classify_bytes, classify_value,
 };
-pub use metadata::{is_terminal_tool_status, normalized_kind, tool_call_message_metadata};
+pub use metadata::{
+    TERMINAL_TOOL_STATUSES, is_terminal_tool_status, normalized_kind, tool_call_message_metadata,
+};
 pub use subagent::SubagentTask;
 pub use tracker::Tracker;

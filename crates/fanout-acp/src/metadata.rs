@@ -5,13 +5,21 @@ use serde_json::{Map, Value};
 use crate::event::ToolFrame;
 use crate::subagent::SubagentTask;
 
-/// DESIGN 3.4: the one definition of a terminal tool status. The extra spellings
-/// (`complete`, `success`, `error`) come from other writers of the message table.
+/// DESIGN 3.4: the one definition of the terminal tool statuses, exactly these six.
+/// The extra spellings (`complete`, `success`, `error`) come from other writers of the
+/// message table. fanout-store builds its backfill SQL from this list.
+pub const TERMINAL_TOOL_STATUSES: [&str; 6] = [
+    "complete",
+    "completed",
+    "success",
+    "error",
+    "failed",
+    "cancelled",
+];
+
+/// Whether a tool status is terminal (settles a row); see [`TERMINAL_TOOL_STATUSES`].
 pub fn is_terminal_tool_status(status: &str) -> bool {
-    matches!(
-        status,
-        "complete" | "completed" | "success" | "error" | "failed" | "cancelled"
-    )
+    TERMINAL_TOOL_STATUSES.contains(&status)
 }
 
 /// `normalized.kind` of a tool-call message: `subagent_task` for subagents, else the

@@ -2,7 +2,8 @@
 //! the named migration steps and the backfill, the one-statement subagent merge, the
 //! reads in AC-13 order and the health queries. It is driven by typed values.
 //!
-//! It must not know about ACP, agents, dialects, processes or presentation: callers
+//! It must not know about agents, dialects, processes or presentation (of ACP it uses
+//! only the tool-status vocabulary, whose terminal set fanout-acp owns): callers
 //! hand it records that are already shaped like rows. The value rules it can enforce
 //! on its own ('' -> NULL, unreported or negative metrics -> NULL, `'unknown'`
 //! execution) it enforces again, so no caller can store a fake 0.

@@ -149,21 +149,9 @@ pub struct SubagentRow {
     pub updated_at: Timestamp,
 }
 
-/// The terminal tool statuses (AC-11). This function owns the set; the backfill SQL is
-/// generated from [`TERMINAL_TOOL_STATUSES`] so the two can never drift.
-pub fn is_terminal_tool_status(status: &str) -> bool {
-    TERMINAL_TOOL_STATUSES.contains(&status)
-}
-
-/// Exactly the six spellings DESIGN 3.4 names (the extra ones come from other writers).
-pub const TERMINAL_TOOL_STATUSES: [&str; 6] = [
-    "complete",
-    "completed",
-    "success",
-    "error",
-    "failed",
-    "cancelled",
-];
+/// The terminal tool statuses (AC-11) are ACP's vocabulary and fanout-acp owns the one
+/// definition (DESIGN 3.4); the store re-exports it and builds its backfill SQL from it.
+pub use fanout_acp::{TERMINAL_TOOL_STATUSES, is_terminal_tool_status};
 
 /// Row counts per table, for `fanout migrate` and summaries.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
