@@ -4,11 +4,11 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::http::{ApiKey, SseProtocol, build_client, env_non_empty, join_url, send, sse_stream};
+use super::http::{Endpoint, EndpointSpec, SseProtocol, sse_stream};
 use super::sse::SseEvent;
 use super::{
     Chunk, ChunkStream, ContentPart, GenerateOptions, LanguageModel, Message, ModelError,
-    ModelRequest, ModelStopReason, ProviderConfigError, Role, SESSION_ID_HEADER, Usage,
+    ModelRequest, ModelStopReason, ProviderConfigError, Role, Usage,
 };
 
 /// The public endpoint, used when neither `--base-url` nor `ANTHROPIC_BASE_URL` is set.
@@ -25,37 +25,28 @@ const PROVIDER: &str = "anthropic";
 /// Streams from the Anthropic Messages API.
 #[derive(Debug)]
 pub struct AnthropicProvider {
-    client: reqwest::Client,
-    base_url: String,
-    api_key: Option<ApiKey>,
+    endpoint: Endpoint,
 }
 
+const SPEC: EndpointSpec = EndpointSpec {
+    provider: PROVIDER,
+    default_base_url: DEFAULT_BASE_URL,
+    base_url_env: BASE_URL_ENV,
+    api_key_env: API_KEY_ENV,
+    key_header: "x-api-key",
+    key_prefix: "",
+};
+
 impl AnthropicProvider {
-    /// Base URL from the argument, else `ANTHROPIC_BASE_URL`, else the public
-    /// endpoint; key from `ANTHROPIC_API_KEY` only. A missing key is an error
-    /// for the public endpoint; a custom endpoint (a local mock or replay
-    /// server) is called without one.
+    /// Base URL from the argument, else the base-URL environment variable, else the
+    /// public endpoint; key from the environment only (see [`Endpoint::from_env`]).
     pub fn from_env(base_url: Option<&str>) -> Result<Self, ProviderConfigError> {
-        let base = base_url
-            .map(str::to_string)
-            .or_else(|| env_non_empty(BASE_URL_ENV))
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
-        let key = env_non_empty(API_KEY_ENV);
-        if key.is_none() && base.trim_end_matches('/') == DEFAULT_BASE_URL {
-            return Err(ProviderConfigError(format!(
-                "{API_KEY_ENV} is not set (needed for {DEFAULT_BASE_URL})"
-            )));
-        }
-        Self::new(&base, key)
+        Endpoint::from_env(&SPEC, base_url).map(|endpoint| Self { endpoint })
     }
 
     /// A provider for `base_url` with an optional key.
     pub fn new(base_url: &str, api_key: Option<String>) -> Result<Self, ProviderConfigError> {
-        Ok(Self {
-            client: build_client(base_url).map_err(ProviderConfigError)?,
-            base_url: base_url.to_string(),
-            api_key: api_key.and_then(ApiKey::new),
-        })
+        Endpoint::new(base_url, api_key).map(|endpoint| Self { endpoint })
     }
 }
 
@@ -70,25 +61,16 @@ impl LanguageModel for AnthropicProvider {
         request: ModelRequest,
         options: GenerateOptions,
     ) -> Result<ChunkStream, ModelError> {
-        let mut builder = self
-            .client
-            .post(join_url(&self.base_url, "v1/messages"))
-            .header("anthropic-version", API_VERSION)
-            .header("accept", "text/event-stream")
-            .json(&request_body(&request));
-        if let Some(key) = &self.api_key {
-            let value = key
-                .header_value("")
-                .map_err(|message| ModelError::Transport {
-                    provider: PROVIDER.into(),
-                    message,
-                })?;
-            builder = builder.header("x-api-key", value);
-        }
-        if let Some(id) = &options.session_id {
-            builder = builder.header(SESSION_ID_HEADER, id);
-        }
-        let response = send(PROVIDER, Some(API_KEY_ENV), builder).await?;
+        let response = self
+            .endpoint
+            .post_stream(
+                &SPEC,
+                "v1/messages",
+                &[("anthropic-version", API_VERSION)],
+                &request_body(&request),
+                &options,
+            )
+            .await?;
         Ok(sse_stream(PROVIDER, response, AnthropicSse::default()))
     }
 }

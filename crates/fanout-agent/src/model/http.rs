@@ -9,7 +9,9 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::sse::{SseDecoder, SseEvent};
-use super::{Chunk, ChunkStream, ModelError};
+use super::{
+    Chunk, ChunkStream, GenerateOptions, ModelError, ProviderConfigError, SESSION_ID_HEADER,
+};
 
 /// An API key. It has no `Display`, its `Debug` is redacted, and it is only
 /// ever put into a request header marked sensitive.
@@ -36,6 +38,94 @@ impl ApiKey {
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// How an HTTP provider finds its endpoint and authenticates.
+pub(crate) struct EndpointSpec {
+    pub provider: &'static str,
+    pub default_base_url: &'static str,
+    pub base_url_env: &'static str,
+    pub api_key_env: &'static str,
+    /// The header that carries the key, and the text before the key in it.
+    pub key_header: &'static str,
+    pub key_prefix: &'static str,
+}
+
+/// One configured endpoint: the client, the base URL and the key, if any.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<ApiKey>,
+}
+
+impl Endpoint {
+    /// Base URL from the argument, else the spec's environment variable, else the
+    /// public endpoint; key from the environment only. A missing key is an error for
+    /// the public endpoint; a custom endpoint (a local mock or replay server) is
+    /// called without one.
+    pub(crate) fn from_env(
+        spec: &EndpointSpec,
+        base_url: Option<&str>,
+    ) -> Result<Self, ProviderConfigError> {
+        let base = base_url
+            .map(str::to_string)
+            .or_else(|| env_non_empty(spec.base_url_env))
+            .unwrap_or_else(|| spec.default_base_url.to_string());
+        let key = env_non_empty(spec.api_key_env);
+        if key.is_none() && base.trim_end_matches('/') == spec.default_base_url {
+            return Err(ProviderConfigError(format!(
+                "{} is not set (needed for {})",
+                spec.api_key_env, spec.default_base_url
+            )));
+        }
+        Self::new(&base, key)
+    }
+
+    /// An endpoint for `base_url` with an optional key.
+    pub(crate) fn new(
+        base_url: &str,
+        api_key: Option<String>,
+    ) -> Result<Self, ProviderConfigError> {
+        Ok(Self {
+            client: build_client(base_url).map_err(ProviderConfigError)?,
+            base_url: base_url.to_string(),
+            api_key: api_key.and_then(ApiKey::new),
+        })
+    }
+
+    /// POSTs a streaming request to `path` with the key and the calling session's id
+    /// (`x-fanout-session-id`), and returns the successful response.
+    pub(crate) async fn post_stream(
+        &self,
+        spec: &EndpointSpec,
+        path: &str,
+        extra_headers: &[(&'static str, &'static str)],
+        body: &Value,
+        options: &GenerateOptions,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut builder = self
+            .client
+            .post(join_url(&self.base_url, path))
+            .header("accept", "text/event-stream")
+            .json(body);
+        for (name, value) in extra_headers {
+            builder = builder.header(*name, *value);
+        }
+        if let Some(key) = &self.api_key {
+            let value =
+                key.header_value(spec.key_prefix)
+                    .map_err(|message| ModelError::Transport {
+                        provider: spec.provider.into(),
+                        message,
+                    })?;
+            builder = builder.header(spec.key_header, value);
+        }
+        if let Some(id) = &options.session_id {
+            builder = builder.header(SESSION_ID_HEADER, id);
+        }
+        send(spec.provider, Some(spec.api_key_env), builder).await
     }
 }
 
