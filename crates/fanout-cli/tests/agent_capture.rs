@@ -1,0 +1,183 @@
+//! fanout's own agent behind `fanout proxy`: its subagent calls (`_meta.fanout.subagent`
+//! plus ACP-native `subagent_update`, spawn and fork in one turn) are captured as one row
+//! per child, and `fanout import` of the proxy's transcript gives the same rows.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use fanout_store::{SqlStore, Store, SubagentRow};
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Sends one request and reads agent lines until its response.
+fn request(
+    stdin: &mut impl Write,
+    stdout: &mut impl BufRead,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> Value {
+    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    writeln!(stdin, "{line}").expect("write request");
+    stdin.flush().expect("flush");
+    loop {
+        let mut text = String::new();
+        assert!(
+            stdout.read_line(&mut text).expect("read") > 0,
+            "agent closed before answering {method}"
+        );
+        let message: Value = serde_json::from_str(&text).expect("agent writes JSON lines");
+        if message["id"] == json!(id) && message.get("method").is_none() {
+            assert!(message.get("error").is_none(), "{method}: {message}");
+            return message["result"].clone();
+        }
+    }
+}
+
+/// The subagent rows of the one captured session.
+async fn rows(url: &str) -> Vec<SubagentRow> {
+    let store = SqlStore::open(url).await.expect("open");
+    let sessions = store
+        .query_i64("SELECT COUNT(*) FROM task_sessions WHERE task_id = 'agent-capture'")
+        .await
+        .expect("count");
+    assert_eq!(sessions, 1, "one ACP session captured under the task");
+    let session = {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(url).await.expect("connect");
+        sqlx::query_scalar::<_, String>("SELECT id FROM task_sessions")
+            .fetch_one(&mut conn)
+            .await
+            .expect("session id")
+    };
+    store.subagents_by_session(&session).await.expect("rows")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fanout_agent_subagents_are_captured_live_and_by_import() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path().join("project");
+    std::fs::create_dir_all(cwd.join("src")).unwrap();
+    std::fs::write(cwd.join("README.md"), "# tinycalc\n").unwrap();
+    std::fs::write(
+        cwd.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }\n",
+    )
+    .unwrap();
+    let live_db = format!("sqlite://{}", tmp.path().join("live.db").display());
+    let transcripts = tmp.path().join("transcripts");
+    let exe = env!("CARGO_BIN_EXE_fanout");
+    let scenario = repo().join("scenarios/subagent-mixed");
+
+    let mut proxy = Command::new(exe)
+        .args([
+            "proxy",
+            "--db",
+            &live_db,
+            "--task",
+            "agent-capture",
+            "--transcript-dir",
+        ])
+        .arg(&transcripts)
+        .arg("--")
+        .arg(exe)
+        .args([
+            "agent",
+            "--provider",
+            "replay",
+            "--model",
+            "fixture-model",
+            "--scenario",
+        ])
+        .arg(&scenario)
+        .arg("--sessions-root")
+        .arg(tmp.path().join("sessions"))
+        .env_remove("FANOUT_DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fanout proxy");
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
+    request(
+        &mut stdin,
+        &mut stdout,
+        0,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    );
+    let session = request(
+        &mut stdin,
+        &mut stdout,
+        1,
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": []}),
+    );
+    let session_id = session["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    let result = request(
+        &mut stdin,
+        &mut stdout,
+        2,
+        "session/prompt",
+        json!({"sessionId": session_id, "prompt": [{"type": "text", "text": "Check the sources against the README, with help."}]}),
+    );
+    assert_eq!(result["stopReason"], "end_turn");
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(proxy.wait().unwrap().success());
+
+    let live = rows(&live_db).await;
+    assert_eq!(
+        live.len(),
+        2,
+        "one row per child (spawn and fork): {live:#?}"
+    );
+    for row in &live {
+        assert!(row.child_session_id.is_some(), "{row:#?}");
+        assert_eq!(row.tool_status.as_deref(), Some("completed"), "{row:#?}");
+        assert!(row.settled_at.is_some());
+        assert_eq!(row.model.as_deref(), Some("fixture-model"));
+        assert!(
+            row.total_tokens.is_some_and(|n| n > 0),
+            "tokens reported: {row:#?}"
+        );
+        assert_eq!(
+            row.duration_ms, None,
+            "a replayed child takes ~0 ms: unreported, never 0"
+        );
+        assert_eq!(row.parent_tool_call_id, None);
+    }
+
+    // The proxy's transcript imports to the same rows in a fresh store.
+    let imported_db = format!("sqlite://{}", tmp.path().join("imported.db").display());
+    let output = Command::new(exe)
+        .args(["import", "--db", &imported_db, "--format", "json"])
+        .arg(&transcripts)
+        .output()
+        .expect("run fanout import");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let imported = rows(&imported_db).await;
+    let strip = |rows: &[SubagentRow]| -> Vec<SubagentRow> {
+        rows.iter()
+            .cloned()
+            .map(|mut r| {
+                r.updated_at = r.observed_at;
+                r
+            })
+            .collect()
+    };
+    assert_eq!(strip(&imported), strip(&live));
+}
