@@ -790,6 +790,7 @@ async fn open_sqlite(path: &str, target: &str) -> Result<Pools, StoreError> {
         path: path.to_owned(),
         cause,
     };
+    create_private_file(path).map_err(|err| open_err(sqlx::Error::Io(err)))?;
     let base = SqliteConnectOptions::new()
         .filename(path)
         .foreign_keys(true)
@@ -818,6 +819,23 @@ async fn open_sqlite(path: &str, target: &str) -> Result<Pools, StoreError> {
         .await
         .map_err(open_err)?;
     Ok(Pools::Sqlite { writer, reader })
+}
+
+/// Creates a missing database file as 0600 (DESIGN 7: files fanout writes are private);
+/// SQLite gives its `-wal` and `-shm` files the same mode. An existing file is left as is.
+fn create_private_file(path: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 async fn open_postgres(url: &str, target: &str, open: &OpenOptions) -> Result<Pools, StoreError> {

@@ -55,3 +55,21 @@ async fn unwritable_sqlite_path_is_named() {
         "{err}"
     );
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sqlite_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fanout.db");
+    let store = SqlStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    store.close().await;
+    for file in ["fanout.db", "fanout.db-wal", "fanout.db-shm"] {
+        let Ok(meta) = std::fs::metadata(dir.path().join(file)) else {
+            continue; // WAL files are removed on a clean close
+        };
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
+    }
+}
