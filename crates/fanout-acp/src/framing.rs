@@ -10,7 +10,8 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// One framed unit of a byte stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FramedLine {
-    /// A complete line without its `\n` (and without a trailing `\r`).
+    /// A complete line without its `\n`, otherwise verbatim: a CRLF line keeps its `\r`
+    /// (JSON reads it as whitespace), so transcripts record exactly what was sent.
     Line(Vec<u8>),
     /// A line longer than the bound; its bytes were dropped.
     Oversized { bytes: usize },
@@ -77,11 +78,7 @@ impl LineFramer {
         if let Some(bytes) = self.dropping.take() {
             return FramedLine::Oversized { bytes };
         }
-        let mut line = std::mem::take(&mut self.buffer);
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        FramedLine::Line(line)
+        FramedLine::Line(std::mem::take(&mut self.buffer))
     }
 }
 
@@ -94,12 +91,12 @@ mod tests {
     }
 
     #[test]
-    fn splits_across_chunks_and_strips_crlf() {
+    fn splits_across_chunks_and_keeps_a_crlf_line_verbatim() {
         let mut framer = LineFramer::default();
         assert_eq!(framer.push(b"{\"a\""), vec![]);
         assert_eq!(
             framer.push(b":1}\r\n{}\n\nx"),
-            vec![line("{\"a\":1}"), line("{}"), line("")]
+            vec![line("{\"a\":1}\r"), line("{}"), line("")]
         );
         assert_eq!(framer.finish(), Some(line("x")));
         assert_eq!(framer.finish(), None);

@@ -103,7 +103,8 @@ fn an_echo_agent_gets_and_returns_every_byte() {
     );
     assert!(header["taskId"].is_null());
     assert_eq!(header["executionId"].as_str().map(str::len), Some(36));
-    // Every line in both directions, in order; the valid UTF-8 ones verbatim.
+    // Every line in both directions, in order; the valid UTF-8 ones verbatim (a CRLF
+    // line keeps its `\r`).
     let expected: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
     for direction in ["c2a", "a2c"] {
         let recorded: Vec<&serde_json::Value> = lines[1..]
@@ -112,7 +113,6 @@ fn an_echo_agent_gets_and_returns_every_byte() {
             .collect();
         assert_eq!(recorded.len(), expected.len(), "{direction} lines");
         for (record, original) in recorded.iter().zip(&expected) {
-            let original = original.strip_suffix(b"\r").unwrap_or(original);
             match std::str::from_utf8(original) {
                 Ok(text) => {
                     assert_eq!(record["line"], text);
