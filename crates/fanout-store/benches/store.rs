@@ -12,9 +12,8 @@
 
 use std::time::Instant;
 
-use fanout_store::{
-    SessionRecord, SqlStore, Store, SubagentRecord, Timestamp, TurnRecord, WriteOp,
-};
+use fanout_store::testing::{session_record, turn_record};
+use fanout_store::{SqlStore, Store, SubagentRecord, Timestamp, WriteOp};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -54,29 +53,16 @@ async fn open(dir: &tempfile::TempDir, name: &str) -> SqlStore {
 async fn seed_session(store: &SqlStore, session: &str) {
     let now = Timestamp::now();
     store
-        .upsert_session(&SessionRecord {
-            id: session.to_owned(),
-            task_id: "bench-task".to_owned(),
-            acp_session_id: None,
-            agent_execution_id: None,
-            agent_command: None,
-            cwd: None,
-            started_at: now,
-            completed_at: None,
-            updated_at: now,
-        })
+        .upsert_session(&session_record(session, "bench-task", now))
         .await
         .expect("session");
     store
-        .upsert_turn(&TurnRecord {
-            id: format!("{session}-turn"),
-            task_session_id: session.to_owned(),
-            task_id: "bench-task".to_owned(),
-            started_at: now,
-            completed_at: None,
-            stop_reason: None,
-            updated_at: now,
-        })
+        .upsert_turn(&turn_record(
+            &format!("{session}-turn"),
+            session,
+            "bench-task",
+            now,
+        ))
         .await
         .expect("turn");
 }

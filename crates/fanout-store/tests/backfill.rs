@@ -2,38 +2,17 @@
 
 use std::sync::{Arc, Mutex};
 
-use fanout_store::testing::TestDb;
-use fanout_store::{
-    Engine, SessionRecord, SqlStore, StepStatus, Store, SubagentRecord, Timestamp, TurnRecord,
-    both_engines,
-};
+use fanout_store::testing::{TestDb, session_record, turn_record};
+use fanout_store::{Engine, SqlStore, StepStatus, Store, SubagentRecord, Timestamp, both_engines};
 
 async fn seed_session(store: &SqlStore) {
     let at = Timestamp::parse("2026-08-10T08:00:00Z").unwrap();
     store
-        .upsert_session(&SessionRecord {
-            id: "s1".into(),
-            task_id: "task-1".into(),
-            acp_session_id: None,
-            agent_execution_id: None,
-            agent_command: None,
-            cwd: None,
-            started_at: at,
-            completed_at: None,
-            updated_at: at,
-        })
+        .upsert_session(&session_record("s1", "task-1", at))
         .await
         .unwrap();
     store
-        .upsert_turn(&TurnRecord {
-            id: "turn-1".into(),
-            task_session_id: "s1".into(),
-            task_id: "task-1".into(),
-            started_at: at,
-            completed_at: None,
-            stop_reason: None,
-            updated_at: at,
-        })
+        .upsert_turn(&turn_record("turn-1", "s1", "task-1", at))
         .await
         .unwrap();
 }

@@ -1,25 +1,15 @@
 //! Writer health from the database alone (AC-28, AC-28a, AC-29, AC-24e).
 
-use fanout_store::testing::TestDb;
+use fanout_store::testing::{TestDb, session_record};
 use fanout_store::{
-    Engine, HealthVerdict, SessionRecord, SqlStore, Store, SubagentRecord, Timestamp, both_engines,
+    Engine, HealthVerdict, SqlStore, Store, SubagentRecord, Timestamp, both_engines,
 };
 
 async fn store(db: &TestDb) -> SqlStore {
     let store = db.open().await.unwrap();
     let at = Timestamp::parse("2026-08-10T08:00:00Z").unwrap();
     store
-        .upsert_session(&SessionRecord {
-            id: "s1".into(),
-            task_id: "task-1".into(),
-            acp_session_id: None,
-            agent_execution_id: None,
-            agent_command: None,
-            cwd: None,
-            started_at: at,
-            completed_at: None,
-            updated_at: at,
-        })
+        .upsert_session(&session_record("s1", "task-1", at))
         .await
         .unwrap();
     store
@@ -162,21 +152,20 @@ async fn nothing_written_since_activation_is_never_healthy(db: TestDb) {
     );
 }
 
+/// Activation at [`SINCE`]; a message and a row one microsecond before it (outside the
+/// window on both sides) and a message and a row exactly at it (inside).
+async fn seed_boundary(store: &SqlStore) {
+    activate_at(store, SINCE).await;
+    let before = "2026-08-10T08:59:59.999999Z";
+    message(store, "m-before", "tc-before", before).await;
+    row(store, "tc-before-row", before).await;
+    message(store, "m-at", "tc-at", SINCE).await;
+    row(store, "tc-at-row", SINCE).await;
+}
+
 async fn since_boundary_is_exact_to_the_microsecond(db: TestDb) {
     let store = store(&db).await;
-    activate_at(&store, SINCE).await;
-    // One microsecond before: outside the window on both sides.
-    message(
-        &store,
-        "m-before",
-        "tc-before",
-        "2026-08-10T08:59:59.999999Z",
-    )
-    .await;
-    row(&store, "tc-before-row", "2026-08-10T08:59:59.999999Z").await;
-    // Exactly at since: inside.
-    message(&store, "m-at", "tc-at", SINCE).await;
-    row(&store, "tc-at-row", SINCE).await;
+    seed_boundary(&store).await;
     let f = store.health().await.unwrap().figures.unwrap();
     assert_eq!(f.shortfall, 1, "only the message at since is in scope");
     assert_eq!(f.excess, 1, "only the row at since is in scope");
@@ -193,17 +182,7 @@ async fn postgres_health_ignores_session_time_zone() {
     // Seed in UTC.
     {
         let store = store(&db).await;
-        activate_at(&store, SINCE).await;
-        message(
-            &store,
-            "m-before",
-            "tc-before",
-            "2026-08-10T08:59:59.999999Z",
-        )
-        .await;
-        row(&store, "tc-before-row", "2026-08-10T08:59:59.999999Z").await;
-        message(&store, "m-at", "tc-at", SINCE).await;
-        row(&store, "tc-at-row", SINCE).await;
+        seed_boundary(&store).await;
         message(&store, "m-late", "tc-late", "2026-08-10T19:00:00Z").await;
         row(&store, "tc-late", "2026-08-10T19:00:00Z").await;
         store.close().await;

@@ -1,11 +1,8 @@
 //! The merge contract of DESIGN 4.2 (AC-1…AC-16, AC-30…AC-32), one body per rule, run
 //! against SQLite and PostgreSQL alike.
 
-use fanout_store::testing::TestDb;
-use fanout_store::{
-    SessionRecord, SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, TurnRecord,
-    both_engines,
-};
+use fanout_store::testing::{TestDb, session_record, turn_record};
+use fanout_store::{SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, both_engines};
 
 const TASK: &str = "task-1";
 
@@ -23,30 +20,17 @@ async fn store_with_session(db: &TestDb, session: &str) -> SqlStore {
 
 async fn add_session(store: &SqlStore, session: &str) {
     store
-        .upsert_session(&SessionRecord {
-            id: session.into(),
-            task_id: TASK.into(),
-            acp_session_id: Some(format!("acp-{session}")),
-            agent_execution_id: Some("exec-1".into()),
-            agent_command: None,
-            cwd: Some("/proj".into()),
-            started_at: t(0),
-            completed_at: None,
-            updated_at: t(0),
-        })
+        .upsert_session(&session_record(session, TASK, t(0)))
         .await
         .expect("session");
     for turn in ["turn-1", "turn-2"] {
         store
-            .upsert_turn(&TurnRecord {
-                id: format!("{session}-{turn}"),
-                task_session_id: session.into(),
-                task_id: TASK.into(),
-                started_at: t(1),
-                completed_at: None,
-                stop_reason: None,
-                updated_at: t(1),
-            })
+            .upsert_turn(&turn_record(
+                &format!("{session}-{turn}"),
+                session,
+                TASK,
+                t(1),
+            ))
             .await
             .expect("turn");
     }

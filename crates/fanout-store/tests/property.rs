@@ -2,9 +2,9 @@
 //! in different orders, must end in the same row on every column the merge rules make
 //! order-independent.
 
-use fanout_store::testing::TestDb;
+use fanout_store::testing::{TestDb, session_record};
 use fanout_store::{
-    SessionRecord, SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, is_terminal_tool_status,
+    SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, is_terminal_tool_status,
 };
 use proptest::prelude::*;
 
@@ -102,17 +102,7 @@ fn order_independent(row: &SubagentRow) -> OrderIndependent {
 
 async fn apply(store: &SqlStore, session: &str, frames: &[Frame], order: &[usize]) -> SubagentRow {
     store
-        .upsert_session(&SessionRecord {
-            id: session.to_owned(),
-            task_id: "task".into(),
-            acp_session_id: None,
-            agent_execution_id: None,
-            agent_command: None,
-            cwd: None,
-            started_at: Timestamp::now(),
-            completed_at: None,
-            updated_at: Timestamp::now(),
-        })
+        .upsert_session(&session_record(session, "task", Timestamp::now()))
         .await
         .unwrap();
     let base = Timestamp::parse("2026-08-10T09:00:00Z").unwrap();
