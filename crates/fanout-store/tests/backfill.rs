@@ -47,6 +47,19 @@ fn subagent_metadata(tool_call_id: &str, status: &str, task: &str) -> String {
     )
 }
 
+/// A completed, plain subagent message (no metrics) created and updated at `created`.
+async fn insert_plain(
+    store: &SqlStore,
+    id: &str,
+    task_id: &str,
+    tool_call_id: &str,
+    created: &str,
+) {
+    let task = r#"{"description":"d","prompt":"","subagent_type":"t"}"#;
+    let metadata = subagent_metadata(tool_call_id, "completed", task);
+    insert_message(store, id, task_id, &metadata, created, created).await;
+}
+
 /// A store with a session and turn and NO activation keys, as a pre-fanout database.
 async fn unactivated(db: &TestDb) -> SqlStore {
     let store = db.open().await.unwrap();
@@ -349,32 +362,8 @@ async fn live_row_wins_and_siblings_still_backfill(db: TestDb) {
 
 async fn messages_without_identity_are_skipped(db: TestDb) {
     let store = unactivated(&db).await;
-    insert_message(
-        &store,
-        "m-notask",
-        "",
-        &subagent_metadata(
-            "tc-1",
-            "completed",
-            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-        ),
-        "2026-08-10T09:00:00Z",
-        "2026-08-10T09:00:00Z",
-    )
-    .await;
-    insert_message(
-        &store,
-        "m-notool",
-        "task-1",
-        &subagent_metadata(
-            "",
-            "completed",
-            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-        ),
-        "2026-08-10T09:00:00Z",
-        "2026-08-10T09:00:00Z",
-    )
-    .await;
+    insert_plain(&store, "m-notask", "", "tc-1", "2026-08-10T09:00:00Z").await;
+    insert_plain(&store, "m-notool", "task-1", "", "2026-08-10T09:00:00Z").await;
     insert_message(
         &store,
         "m-notsubagent",
@@ -423,19 +412,7 @@ async fn keys_are_written_once_as_rfc3339(db: TestDb) {
         ("m-1", "2026-08-10T09:00:00.000001Z"),
         ("m-2", "2026-08-10T09:30:00.250000Z"),
     ] {
-        insert_message(
-            &store,
-            id,
-            "task-1",
-            &subagent_metadata(
-                id,
-                "completed",
-                r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-            ),
-            created,
-            created,
-        )
-        .await;
+        insert_plain(&store, id, "task-1", id, created).await;
     }
     let before_run = Timestamp::now();
     rerun(&store).await;
@@ -465,37 +442,13 @@ async fn backfill_through_is_empty_without_messages(db: TestDb) {
 
 async fn no_rescan_once_activated(db: TestDb) {
     let store = unactivated(&db).await;
-    insert_message(
-        &store,
-        "m-1",
-        "task-1",
-        &subagent_metadata(
-            "tc-1",
-            "completed",
-            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-        ),
-        "2026-08-10T09:00:00Z",
-        "2026-08-10T09:00:00Z",
-    )
-    .await;
+    insert_plain(&store, "m-1", "task-1", "tc-1", "2026-08-10T09:00:00Z").await;
     rerun(&store).await;
     store
         .execute_raw("DELETE FROM task_session_subagents")
         .await
         .unwrap();
-    insert_message(
-        &store,
-        "m-2",
-        "task-1",
-        &subagent_metadata(
-            "tc-2",
-            "completed",
-            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-        ),
-        "2026-08-10T09:00:01Z",
-        "2026-08-10T09:00:01Z",
-    )
-    .await;
+    insert_plain(&store, "m-2", "task-1", "tc-2", "2026-08-10T09:00:01Z").await;
     assert_eq!(rerun(&store).await, StepStatus::AlreadyApplied);
     store.close().await;
     let reopened = db.open().await.unwrap();
@@ -557,19 +510,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
 
 async fn failing_step_logs_its_name_and_writes_no_key(db: TestDb) {
     let store = unactivated(&db).await;
-    insert_message(
-        &store,
-        "m-1",
-        "task-1",
-        &subagent_metadata(
-            "tc-1",
-            "completed",
-            r#"{"description":"d","prompt":"","subagent_type":"t"}"#,
-        ),
-        "2026-08-10T09:00:00Z",
-        "2026-08-10T09:00:00Z",
-    )
-    .await;
+    insert_plain(&store, "m-1", "task-1", "tc-1", "2026-08-10T09:00:00Z").await;
     // Break the INSERT: the column it writes last no longer exists.
     store
         .execute_raw("ALTER TABLE task_session_subagents DROP COLUMN updated_at")
