@@ -28,6 +28,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order `/debug/vars` and the docs list them.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Attempted,
+        Outcome::Persisted,
+        Outcome::SkippedNoIdentity,
+        Outcome::AnomalousValue,
+        Outcome::Failed,
+        Outcome::UnknownExecution,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Attempted => "attempted",

@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use fanout_proxy::subagent_outcomes;
 use proxy_support::{
     Finished, ReplayingAgent, Running, fanout, http, only_transcript, prometheus_value,
     sqlite_texts, transcript_lines,
@@ -654,14 +655,7 @@ fn the_proxy_serves_its_live_counters_on_loopback() {
     let (status, vars) = http("GET", &addr, "/debug/vars");
     assert_eq!(status, 200);
     let vars: serde_json::Value = serde_json::from_str(&vars).expect("JSON");
-    for outcome in [
-        "attempted",
-        "persisted",
-        "skipped_no_identity",
-        "anomalous_value",
-        "failed",
-        "unknown_execution",
-    ] {
+    for outcome in subagent_outcomes() {
         assert_eq!(
             vars["subagent_context_total"][outcome], 0,
             "{outcome}: {vars}"
@@ -674,6 +668,54 @@ fn the_proxy_serves_its_live_counters_on_loopback() {
     let done = proxy.finish(LIMIT);
     assert_eq!(done.code(), Some(0), "{}", done.stderr);
     assert_eq!(done.stdout, sent);
+}
+
+/// AC-26's counters reach the `metrics` facade, not only the writer's own cells: the
+/// Prometheus series of every outcome equals the `/debug/vars` map once the capture of a
+/// real dialect's subagents has settled.
+#[tokio::test(flavor = "multi_thread")]
+async fn subagent_counters_reach_prometheus_as_they_reach_debug_vars() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = ReplayingAgent::from_transcript(dir.path(), &claude_example());
+    let db = sqlite_url(dir.path());
+    let script = agent.script.to_str().unwrap();
+    let (mut proxy, addr) = start_with_metrics(dir.path(), &db, &[], &[script]);
+    tokio::task::block_in_place(|| agent.drive(&mut proxy, 0..agent.steps.len(), 0));
+
+    let outcomes = subagent_outcomes();
+    // The two endpoints are read at different instants while capture may still be
+    // writing, so poll until they agree; a facade that never hears of a write never does.
+    let disagreement = |page: &str, vars: &serde_json::Value| -> Option<String> {
+        let counts = &vars["subagent_context_total"];
+        if counts["persisted"].as_u64().unwrap_or(0) == 0 {
+            return Some(format!("nothing persisted yet: {vars}"));
+        }
+        outcomes.iter().find_map(|outcome| {
+            let series = format!("fanout_subagent_context_total{{outcome=\"{outcome}\"}}");
+            let expected = counts[*outcome].as_u64()? as f64;
+            let got = prometheus_value(page, &series).unwrap_or(0.0);
+            (got != expected).then(|| format!("{series} is {got}, /debug/vars says {expected}"))
+        })
+    };
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let page = http("GET", &addr, "/metrics").1;
+        let vars: serde_json::Value =
+            serde_json::from_str(&http("GET", &addr, "/debug/vars").1).expect("JSON");
+        let counts = &vars["subagent_context_total"];
+        for outcome in outcomes {
+            assert!(counts[outcome].is_u64(), "{outcome} missing: {vars}");
+        }
+        match disagreement(&page, &vars) {
+            None => break,
+            Some(why) => assert!(Instant::now() < deadline, "{why}\n{page}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done = tokio::task::block_in_place(|| proxy.finish(LIMIT));
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    let rows = sqlite_texts(&db, "SELECT tool_call_id FROM task_session_subagents").await;
+    assert!(!rows.is_empty(), "the example's subagents were stored");
 }
 
 #[test]

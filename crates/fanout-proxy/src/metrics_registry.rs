@@ -25,15 +25,7 @@ pub use fanout_capture::SUBAGENT_CONTEXT_METRIC;
 /// The six outcomes of [`SUBAGENT_CONTEXT_METRIC`] (AC-26), always present in
 /// `/debug/vars` (0 when never moved).
 pub fn subagent_outcomes() -> [&'static str; 6] {
-    [
-        Outcome::Attempted,
-        Outcome::Persisted,
-        Outcome::SkippedNoIdentity,
-        Outcome::AnomalousValue,
-        Outcome::Failed,
-        Outcome::UnknownExecution,
-    ]
-    .map(Outcome::as_str)
+    Outcome::ALL.map(Outcome::as_str)
 }
 /// The expvar variable that carries the AC-26 map.
 const SUBAGENT_EXPVAR: &str = "subagent_context_total";
