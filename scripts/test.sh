@@ -12,7 +12,8 @@
 #   CI=true scripts/test.sh                      # what CI runs (lint + mandatory PostgreSQL)
 #
 # Behaviour:
-#   * runs `cargo test --workspace [args...]`;
+#   * runs `cargo test --workspace --no-fail-fast [args...]` (every test binary runs,
+#     so one failure does not hide the others);
 #   * if FANOUT_TEST_POSTGRES_URL is already set, uses that database as is;
 #     otherwise, if PostgreSQL server binaries are installed, wraps the run in
 #     scripts/with-postgres.sh (throwaway cluster) so the PostgreSQL tests run;
@@ -79,7 +80,7 @@ if ((lint)); then
     cargo clippy --workspace --all-targets -- -D warnings
 fi
 
-test_cmd=(cargo test --workspace ${cargo_args[@]+"${cargo_args[@]}"})
+test_cmd=(cargo test --workspace --no-fail-fast ${cargo_args[@]+"${cargo_args[@]}"})
 
 case $pg_mode in
     existing)
