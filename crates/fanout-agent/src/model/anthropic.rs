@@ -4,12 +4,9 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::http::{Endpoint, EndpointSpec, SseProtocol, sse_stream};
+use super::http::{EndpointSpec, HttpProvider, SseProtocol, WireFormat};
 use super::sse::SseEvent;
-use super::{
-    Chunk, ChunkStream, ContentPart, GenerateOptions, LanguageModel, Message, ModelError,
-    ModelRequest, ModelStopReason, ProviderConfigError, Role, Usage,
-};
+use super::{Chunk, ContentPart, Message, ModelRequest, ModelStopReason, Role, Usage};
 
 /// The public endpoint, used when neither `--base-url` nor `ANTHROPIC_BASE_URL` is set.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -23,55 +20,27 @@ const API_VERSION: &str = "2023-06-01";
 const PROVIDER: &str = "anthropic";
 
 /// Streams from the Anthropic Messages API.
+pub type AnthropicProvider = HttpProvider<AnthropicApi>;
+
+/// The wire format of [`AnthropicProvider`].
 #[derive(Debug)]
-pub struct AnthropicProvider {
-    endpoint: Endpoint,
-}
+pub struct AnthropicApi;
 
-const SPEC: EndpointSpec = EndpointSpec {
-    provider: PROVIDER,
-    default_base_url: DEFAULT_BASE_URL,
-    base_url_env: BASE_URL_ENV,
-    api_key_env: API_KEY_ENV,
-    key_header: "x-api-key",
-    key_prefix: "",
-};
+impl WireFormat for AnthropicApi {
+    const SPEC: EndpointSpec = EndpointSpec {
+        provider: PROVIDER,
+        default_base_url: DEFAULT_BASE_URL,
+        base_url_env: BASE_URL_ENV,
+        api_key_env: API_KEY_ENV,
+        key_header: "x-api-key",
+        key_prefix: "",
+    };
+    const PATH: &'static str = "v1/messages";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[("anthropic-version", API_VERSION)];
+    type Sse = AnthropicSse;
 
-impl AnthropicProvider {
-    /// Base URL from the argument, else the base-URL environment variable, else the
-    /// public endpoint; key from the environment only (see [`Endpoint::from_env`]).
-    pub fn from_env(base_url: Option<&str>) -> Result<Self, ProviderConfigError> {
-        Endpoint::from_env(&SPEC, base_url).map(|endpoint| Self { endpoint })
-    }
-
-    /// A provider for `base_url` with an optional key.
-    pub fn new(base_url: &str, api_key: Option<String>) -> Result<Self, ProviderConfigError> {
-        Endpoint::new(base_url, api_key).map(|endpoint| Self { endpoint })
-    }
-}
-
-#[async_trait::async_trait]
-impl LanguageModel for AnthropicProvider {
-    fn provider_name(&self) -> &str {
-        PROVIDER
-    }
-
-    async fn stream(
-        &self,
-        request: ModelRequest,
-        options: GenerateOptions,
-    ) -> Result<ChunkStream, ModelError> {
-        let response = self
-            .endpoint
-            .post_stream(
-                &SPEC,
-                "v1/messages",
-                &[("anthropic-version", API_VERSION)],
-                &request_body(&request),
-                &options,
-            )
-            .await?;
-        Ok(sse_stream(PROVIDER, response, AnthropicSse::default()))
+    fn request_body(request: &ModelRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -134,7 +103,7 @@ enum Block {
 
 /// Decodes Anthropic's streaming events.
 #[derive(Debug, Default)]
-struct AnthropicSse {
+pub struct AnthropicSse {
     blocks: HashMap<u64, Block>,
     usage: Usage,
     stop_reason: Option<ModelStopReason>,

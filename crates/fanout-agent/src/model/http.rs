@@ -1,8 +1,10 @@
-//! What the HTTP providers share: the redacted key type, the client, error
-//! mapping, and turning an SSE body into a [`ChunkStream`].
+//! What the HTTP providers share: the provider itself ([`HttpProvider`], generic over
+//! the wire format), the redacted key type, the client, error mapping, and turning an
+//! SSE body into a [`ChunkStream`].
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -10,8 +12,83 @@ use serde_json::Value;
 
 use super::sse::{SseDecoder, SseEvent};
 use super::{
-    Chunk, ChunkStream, GenerateOptions, ModelError, ProviderConfigError, SESSION_ID_HEADER,
+    Chunk, ChunkStream, GenerateOptions, LanguageModel, ModelError, ModelRequest,
+    ProviderConfigError, SESSION_ID_HEADER,
 };
+
+/// One streaming HTTP API: where it lives, how it authenticates, how a request body
+/// looks and how its SSE events decode. The providers differ only in these.
+pub trait WireFormat: Send + Sync + 'static {
+    /// Endpoint discovery and authentication.
+    const SPEC: EndpointSpec;
+    /// The streaming path under the base URL.
+    const PATH: &'static str;
+    /// Headers every request carries besides the key and the session id.
+    const HEADERS: &'static [(&'static str, &'static str)];
+    /// The SSE decoder of one response.
+    type Sse: SseProtocol + Default;
+    /// The JSON body of a streaming request.
+    fn request_body(request: &ModelRequest) -> Value;
+}
+
+/// A model behind a streaming HTTP API in wire format `W`.
+pub struct HttpProvider<W> {
+    endpoint: Endpoint,
+    format: PhantomData<W>,
+}
+
+impl<W> fmt::Debug for HttpProvider<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpProvider")
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    /// Base URL from the argument, else the base-URL environment variable, else the
+    /// public endpoint; key from the environment only (see [`Endpoint::from_env`]).
+    pub fn from_env(base_url: Option<&str>) -> Result<Self, ProviderConfigError> {
+        Endpoint::from_env(&W::SPEC, base_url).map(Self::with)
+    }
+
+    /// A provider for `base_url` with an optional key.
+    pub fn new(base_url: &str, api_key: Option<String>) -> Result<Self, ProviderConfigError> {
+        Endpoint::new(base_url, api_key).map(Self::with)
+    }
+
+    fn with(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            format: PhantomData,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<W: WireFormat> LanguageModel for HttpProvider<W> {
+    fn provider_name(&self) -> &str {
+        W::SPEC.provider
+    }
+
+    async fn stream(
+        &self,
+        request: ModelRequest,
+        options: GenerateOptions,
+    ) -> Result<ChunkStream, ModelError> {
+        let response = self
+            .endpoint
+            .post_stream(
+                &W::SPEC,
+                W::PATH,
+                W::HEADERS,
+                &W::request_body(&request),
+                &options,
+            )
+            .await?;
+        Ok(sse_stream(W::SPEC.provider, response, W::Sse::default()))
+    }
+}
 
 /// An API key. It has no `Display`, its `Debug` is redacted, and it is only
 /// ever put into a request header marked sensitive.
@@ -42,7 +119,7 @@ impl fmt::Debug for ApiKey {
 }
 
 /// How an HTTP provider finds its endpoint and authenticates.
-pub(crate) struct EndpointSpec {
+pub struct EndpointSpec {
     pub provider: &'static str,
     pub default_base_url: &'static str,
     pub base_url_env: &'static str,
@@ -230,7 +307,7 @@ pub(crate) fn error_message(body: &str) -> Option<String> {
 }
 
 /// Decodes one provider's SSE events into chunks.
-pub(crate) trait SseProtocol: Send + 'static {
+pub trait SseProtocol: Send + 'static {
     /// Handles one event; an `Err` breaks the stream with that message.
     fn on_event(&mut self, event: SseEvent) -> Result<Vec<Chunk>, String>;
     /// Whether the response is complete (no more reading needed).

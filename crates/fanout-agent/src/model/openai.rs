@@ -4,12 +4,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::http::{Endpoint, EndpointSpec, SseProtocol, sse_stream};
+use super::http::{EndpointSpec, HttpProvider, SseProtocol, WireFormat};
 use super::sse::SseEvent;
-use super::{
-    Chunk, ChunkStream, ContentPart, GenerateOptions, LanguageModel, Message, ModelError,
-    ModelRequest, ModelStopReason, ProviderConfigError, Role, Usage,
-};
+use super::{Chunk, ContentPart, Message, ModelRequest, ModelStopReason, Role, Usage};
 
 /// The public endpoint (including `/v1`), used when neither `--base-url` nor
 /// `OPENAI_BASE_URL` is set.
@@ -23,55 +20,27 @@ pub const DEFAULT_MODEL: &str = "gpt-4.1-mini";
 const PROVIDER: &str = "openai";
 
 /// Streams from an OpenAI-compatible chat-completions endpoint.
+pub type OpenAiProvider = HttpProvider<OpenAiApi>;
+
+/// The wire format of [`OpenAiProvider`].
 #[derive(Debug)]
-pub struct OpenAiProvider {
-    endpoint: Endpoint,
-}
+pub struct OpenAiApi;
 
-const SPEC: EndpointSpec = EndpointSpec {
-    provider: PROVIDER,
-    default_base_url: DEFAULT_BASE_URL,
-    base_url_env: BASE_URL_ENV,
-    api_key_env: API_KEY_ENV,
-    key_header: "authorization",
-    key_prefix: "Bearer ",
-};
+impl WireFormat for OpenAiApi {
+    const SPEC: EndpointSpec = EndpointSpec {
+        provider: PROVIDER,
+        default_base_url: DEFAULT_BASE_URL,
+        base_url_env: BASE_URL_ENV,
+        api_key_env: API_KEY_ENV,
+        key_header: "authorization",
+        key_prefix: "Bearer ",
+    };
+    const PATH: &'static str = "chat/completions";
+    const HEADERS: &'static [(&'static str, &'static str)] = &[];
+    type Sse = OpenAiSse;
 
-impl OpenAiProvider {
-    /// Base URL from the argument, else the base-URL environment variable, else the
-    /// public endpoint; key from the environment only (see [`Endpoint::from_env`]).
-    pub fn from_env(base_url: Option<&str>) -> Result<Self, ProviderConfigError> {
-        Endpoint::from_env(&SPEC, base_url).map(|endpoint| Self { endpoint })
-    }
-
-    /// A provider for `base_url` with an optional key.
-    pub fn new(base_url: &str, api_key: Option<String>) -> Result<Self, ProviderConfigError> {
-        Endpoint::new(base_url, api_key).map(|endpoint| Self { endpoint })
-    }
-}
-
-#[async_trait::async_trait]
-impl LanguageModel for OpenAiProvider {
-    fn provider_name(&self) -> &str {
-        PROVIDER
-    }
-
-    async fn stream(
-        &self,
-        request: ModelRequest,
-        options: GenerateOptions,
-    ) -> Result<ChunkStream, ModelError> {
-        let response = self
-            .endpoint
-            .post_stream(
-                &SPEC,
-                "chat/completions",
-                &[],
-                &request_body(&request),
-                &options,
-            )
-            .await?;
-        Ok(sse_stream(PROVIDER, response, OpenAiSse::default()))
+    fn request_body(request: &ModelRequest) -> Value {
+        request_body(request)
     }
 }
 
@@ -160,7 +129,7 @@ fn push_messages(out: &mut Vec<Value>, message: &Message) {
 
 /// Decodes chat-completion chunks.
 #[derive(Debug, Default)]
-struct OpenAiSse {
+pub struct OpenAiSse {
     /// Tool-call index -> id.
     tools: BTreeMap<u64, String>,
     finish_reason: Option<ModelStopReason>,
