@@ -20,28 +20,21 @@ use std::time::Instant;
 
 use fanout_acp::Direction;
 use fanout_capture::{Capture, CaptureConfig};
-use fanout_store::{SqlStore, Store, Timestamp};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use fanout_store::testing::bench::{bare_sqlite_pool, bare_subagent_upsert, is_quick, size};
+use fanout_store::{SqlStore, Store, SubagentRecord, Timestamp};
 
 fn main() {
-    // `cargo test` runs bench targets without `--bench`: keep that mode tiny.
-    let quick = !std::env::args().any(|a| a == "--bench");
+    let quick = is_quick();
     let frames = if quick {
         100
     } else {
-        env_usize("FANOUT_BENCH_FRAMES", 20_000)
+        size("FANOUT_BENCH_FRAMES", 20_000)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let batch = env_usize("FANOUT_BENCH_BATCH", 14).max(1);
+    let batch = size("FANOUT_BENCH_BATCH", 14).max(1);
     runtime.block_on(capture_vs_bare_loop(
         frames,
         batch,
@@ -104,6 +97,33 @@ fn opening(session: &str) -> [(Direction, String); 2] {
     ]
 }
 
+/// The values capture writes for [`traffic`]'s frames (launch, input update, result
+/// per call), as records for the bare loop, built before its clock starts.
+fn bare_frames(session_row: &str, round: usize, frames: usize) -> Vec<SubagentRecord> {
+    (0..frames)
+        .map(|i| {
+            let (call, step) = (i / 3, i % 3);
+            let done = step == 2;
+            SubagentRecord {
+                task_session_id: session_row.to_owned(),
+                task_id: "/bench".to_owned(),
+                tool_call_id: format!("bare_r{round}_{call:08}"),
+                agent_execution_id: Some("bare-exec".to_owned()),
+                subagent_type: (step > 0).then(|| "reviewer".to_owned()),
+                description: (step > 0).then(|| format!("reviewer pass {call}")),
+                agent_id: done.then(|| format!("a{call}")),
+                agent_status: done.then(|| "completed".to_owned()),
+                tool_status: Some(if done { "completed" } else { "in_progress" }.to_owned()),
+                total_tokens: done.then_some(1_000 + call as i64),
+                tool_use_count: done.then_some(11),
+                duration_ms: done.then_some(48_213),
+                settled_at: done.then(Timestamp::now),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
 async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite://{}", dir.path().join("capture.db").display());
@@ -118,14 +138,7 @@ async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
             .await;
     }
     let bare_session = fanout_capture::session_row_id("bare-exec", "bare-session");
-    let bare = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .expect("bare pool");
-    for pragma in ["PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON"] {
-        sqlx::query(pragma).execute(&bare).await.expect("pragma");
-    }
+    let bare = bare_sqlite_pool(&url).await.expect("bare pool");
     let statement = store.subagent_upsert_statement().to_owned();
 
     // Whichever side runs first on a cold file is slower, so the sides alternate over
@@ -159,39 +172,10 @@ async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
                 persisted += counters.persisted;
                 continue;
             }
+            let records = bare_frames(&bare_session, round, frames);
             let started = Instant::now();
-            for i in 0..frames {
-                let call = i / 3;
-                let step = i % 3;
-                let now = Timestamp::now().canonical();
-                sqlx::query(&statement)
-                    .bind(format!("bare-{round}-{i}"))
-                    .bind(&bare_session)
-                    .bind("/bench")
-                    .bind(None::<String>)
-                    .bind(format!("bare_r{round}_{call:08}"))
-                    .bind("bare-exec")
-                    .bind(None::<String>)
-                    .bind((step > 0).then_some("reviewer"))
-                    .bind((step > 0).then(|| format!("reviewer pass {call}")))
-                    .bind((step == 2).then(|| format!("a{call}")))
-                    .bind(None::<String>)
-                    .bind(None::<String>)
-                    .bind((step == 2).then_some("completed"))
-                    .bind(if step == 2 {
-                        "completed"
-                    } else {
-                        "in_progress"
-                    })
-                    .bind(0_i64)
-                    .bind((step == 2).then_some(1_000 + call as i64))
-                    .bind((step == 2).then_some(11_i64))
-                    .bind((step == 2).then_some(48_213_i64))
-                    .bind("live")
-                    .bind(&now)
-                    .bind((step == 2).then(|| now.clone()))
-                    .bind(&now)
-                    .execute(&bare)
+            for (i, record) in records.iter().enumerate() {
+                bare_subagent_upsert(&bare, &statement, format!("bare-{round}-{i}"), record)
                     .await
                     .expect("bare upsert");
             }

@@ -12,28 +12,21 @@
 
 use std::time::Instant;
 
+use fanout_store::testing::bench::{bare_sqlite_pool, bare_subagent_upsert, is_quick, size};
 use fanout_store::testing::{session_record, turn_record};
 use fanout_store::{SqlStore, Store, SubagentRecord, Timestamp, WriteOp};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    // `cargo test --benches` runs bench targets with `--bench` absent; keep that fast.
-    let quick = !std::env::args().any(|a| a == "--bench");
+    let quick = is_quick();
     let frames = if quick {
         200
     } else {
-        env_usize("FANOUT_BENCH_FRAMES", 20_000)
+        size("FANOUT_BENCH_FRAMES", 20_000)
     };
     let messages = if quick {
         2_000
     } else {
-        env_usize("FANOUT_BENCH_MESSAGES", 1_000_000)
+        size("FANOUT_BENCH_MESSAGES", 1_000_000)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -105,20 +98,13 @@ async fn writer_vs_bare_loop(frames: usize) {
     // file and settings, through the same driver, with values bound as-is: what is left
     // is the cost of the store layer (value rules, row id, timestamps, the API).
     let url = format!("sqlite://{}", dir.path().join("writer.db").display());
-    let bare = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect(&url)
-        .await
-        .expect("bare pool");
-    for pragma in ["PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON"] {
-        sqlx::query(pragma).execute(&bare).await.expect("pragma");
-    }
+    let bare = bare_sqlite_pool(&url).await.expect("bare pool");
     let statement = store.subagent_upsert_statement().to_owned();
 
     // Whichever side runs first on a cold file is slower, so the sides alternate over
     // several rounds on fresh keys and the totals are compared.
     let rounds = 4;
-    let batch = env_usize("FANOUT_BENCH_BATCH", 14).max(1);
+    let batch = size("FANOUT_BENCH_BATCH", 14).max(1);
     let (mut bare_secs, mut ours_secs, mut batch_secs) = (0.0, 0.0, 0.0);
     for round in 0..rounds {
         for side in [round % 2, 1 - round % 2, 2] {
@@ -145,31 +131,8 @@ async fn writer_vs_bare_loop(frames: usize) {
                     store.upsert_subagent(&f).await.expect("upsert");
                     continue;
                 }
-                let now = Timestamp::now().canonical();
-                sqlx::query(&statement)
-                    .bind(format!("bare-{round}-{i}"))
-                    .bind(&f.task_session_id)
-                    .bind(&f.task_id)
-                    .bind(&f.turn_id)
-                    .bind(format!("bare-{}", f.tool_call_id))
-                    .bind(&f.agent_execution_id)
-                    .bind(&f.parent_tool_call_id)
-                    .bind(&f.subagent_type)
-                    .bind(&f.description)
-                    .bind(&f.agent_id)
-                    .bind(&f.child_session_id)
-                    .bind(&f.model)
-                    .bind(&f.agent_status)
-                    .bind(&f.tool_status)
-                    .bind(i64::from(f.is_async))
-                    .bind(f.total_tokens)
-                    .bind(f.tool_use_count)
-                    .bind(f.duration_ms)
-                    .bind("live")
-                    .bind(&now)
-                    .bind(f.settled_at.map(|t| t.canonical()))
-                    .bind(&now)
-                    .execute(&bare)
+                f.tool_call_id = format!("bare-{}", f.tool_call_id);
+                bare_subagent_upsert(&bare, &statement, format!("bare-{round}-{i}"), &f)
                     .await
                     .expect("bare upsert");
             }

@@ -165,3 +165,75 @@ macro_rules! both_engines {
         }
     )*};
 }
+
+/// Benchmark support shared by the store and capture benches: sizes from the
+/// environment, and the bare prepared-statement baseline their ratios are against.
+pub mod bench {
+    use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+
+    use crate::{SubagentRecord, Timestamp};
+
+    /// `cargo test` runs bench targets without `--bench`: then sizes stay tiny.
+    pub fn is_quick() -> bool {
+        !std::env::args().any(|a| a == "--bench")
+    }
+
+    /// The size named by environment variable `var`, else `default`.
+    pub fn size(var: &str, default: usize) -> usize {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// A one-connection pool on the SQLite file at `url` with the store's write pragmas,
+    /// so a bare loop and the store differ only in the store layer.
+    pub async fn bare_sqlite_pool(url: &str) -> Result<SqlitePool, sqlx::Error> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect(url)
+            .await?;
+        for pragma in ["PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON"] {
+            sqlx::query(pragma).execute(&pool).await?;
+        }
+        Ok(pool)
+    }
+
+    /// Runs the subagent merge `statement` (see `SqlStore::subagent_upsert_statement`)
+    /// once with `record`'s values bound as they are: no value rules, no row-id
+    /// derivation, no API; the baseline the store's writer is measured against.
+    pub async fn bare_subagent_upsert(
+        pool: &SqlitePool,
+        statement: &str,
+        row_id: String,
+        record: &SubagentRecord,
+    ) -> Result<(), sqlx::Error> {
+        let now = Timestamp::now().canonical();
+        sqlx::query(statement)
+            .bind(row_id)
+            .bind(&record.task_session_id)
+            .bind(&record.task_id)
+            .bind(&record.turn_id)
+            .bind(&record.tool_call_id)
+            .bind(&record.agent_execution_id)
+            .bind(&record.parent_tool_call_id)
+            .bind(&record.subagent_type)
+            .bind(&record.description)
+            .bind(&record.agent_id)
+            .bind(&record.child_session_id)
+            .bind(&record.model)
+            .bind(&record.agent_status)
+            .bind(&record.tool_status)
+            .bind(i64::from(record.is_async))
+            .bind(record.total_tokens)
+            .bind(record.tool_use_count)
+            .bind(record.duration_ms)
+            .bind("live")
+            .bind(&now)
+            .bind(record.settled_at.map(|t| t.canonical()))
+            .bind(&now)
+            .execute(pool)
+            .await
+            .map(drop)
+    }
+}
