@@ -566,37 +566,15 @@ async fn newer_schema_is_refused_and_left_untouched(db: TestDb) {
     assert!(err.contains("newer fanout"), "{err}");
     assert!(err.contains("99"), "{err}");
     // Nothing was touched: read the raw file/database with a plain connection.
-    let check = match db.url.strip_prefix("sqlite://") {
-        Some(path) => {
-            use sqlx::Connection;
-            let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{path}"))
-                .await
-                .unwrap();
-            let v: String =
-                sqlx::query_scalar("SELECT value FROM fanout_meta WHERE key = 'schema_version'")
-                    .fetch_one(&mut conn)
-                    .await
-                    .unwrap();
-            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_sessions")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            (v, n)
-        }
-        None => {
-            use sqlx::Connection;
-            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            let v: String =
-                sqlx::query_scalar("SELECT value FROM fanout_meta WHERE key = 'schema_version'")
-                    .fetch_one(&mut conn)
-                    .await
-                    .unwrap();
-            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_sessions")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            (v, n)
-        }
+    use sqlx::Connection;
+    const CHECK: &str = "SELECT value, (SELECT COUNT(*) FROM task_sessions) \
+                         FROM fanout_meta WHERE key = 'schema_version'";
+    let check: (String, i64) = if db.url.starts_with("sqlite://") {
+        let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+        sqlx::query_as(CHECK).fetch_one(&mut conn).await.unwrap()
+    } else {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        sqlx::query_as(CHECK).fetch_one(&mut conn).await.unwrap()
     };
     assert_eq!(check, ("99".to_owned(), 1));
 }
