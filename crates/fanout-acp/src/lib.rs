@@ -55,6 +55,8 @@ mod json;
 mod jsonrpc;
 mod metadata;
 mod subagent;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tracker;
 
 pub use dialect::Dialect;

@@ -7,97 +7,12 @@ mod common;
 use std::sync::Arc;
 
 use fanout_acp::Direction;
+use fanout_acp::testing::{WORDS, json_value};
 use fanout_capture::{Capture, CaptureConfig};
 use fanout_store::testing::TestDb;
 use fanout_store::{Store, Timestamp};
 use proptest::prelude::*;
-use serde_json::{Map, Value, json};
-
-/// Strings that mean something to some dialect, so random values reach real branches.
-const WORDS: &[&str] = &[
-    "",
-    "s1",
-    "s2",
-    "t1",
-    "t2",
-    "tool_call",
-    "tool_call_update",
-    "subagent_update",
-    "session/update",
-    "session/new",
-    "session/prompt",
-    "cursor/task",
-    "Agent",
-    "Bash",
-    "task",
-    "spawnAgent",
-    "completed",
-    "failed",
-    "pending",
-    "in_progress",
-    "async_launched",
-    "idle",
-    "sub-agent-x: y",
-    "/a/b",
-    "2.0",
-];
-
-const KEYS: &[&str] = &[
-    "jsonrpc",
-    "id",
-    "method",
-    "params",
-    "result",
-    "error",
-    "sessionId",
-    "update",
-    "sessionUpdate",
-    "toolCallId",
-    "title",
-    "status",
-    "rawInput",
-    "rawOutput",
-    "_meta",
-    "claudeCode",
-    "toolName",
-    "toolResponse",
-    "totalTokens",
-    "totalToolUseCount",
-    "parentToolUseId",
-    "cwd",
-    "stopReason",
-    "content",
-    "state",
-    "description",
-    "subagent_type",
-];
-
-fn leaf() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        (-1e12f64..1e12).prop_map(Value::from),
-        prop::sample::select(WORDS).prop_map(Value::from),
-        ".{0,12}".prop_map(Value::from),
-    ]
-}
-
-fn json_value() -> impl Strategy<Value = Value> {
-    leaf().prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec((prop::sample::select(KEYS), inner), 0..6).prop_map(|pairs| {
-                Value::Object(
-                    pairs
-                        .into_iter()
-                        .map(|(k, v)| (k.to_owned(), v))
-                        .collect::<Map<_, _>>(),
-                )
-            }),
-        ]
-    })
-}
+use serde_json::{Value, json};
 
 /// A `session/update` or response around an arbitrary body, so the deep paths run.
 fn acp_shaped() -> impl Strategy<Value = Value> {
