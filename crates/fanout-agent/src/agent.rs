@@ -21,7 +21,7 @@ use crate::model::{
     ContentPart, GenerateOptions, LanguageModel, Message, ModelError, ModelRequest, Role,
 };
 use crate::tools::{self, LIST_DIR, READ_FILE, SUBAGENT};
-use crate::wire::{Outbox, message_chunk, session_link, text_content};
+use crate::wire::{Outbox, message_chunk, session_link, text_content, tool_call_update};
 
 /// Everything a running agent needs besides its sessions.
 #[derive(Debug, Clone)]
@@ -469,10 +469,7 @@ async fn execute_tool(
                 Err(message) => Err(message),
                 Ok(input) if name == READ_FILE || name == LIST_DIR => {
                     session
-                        .update(
-                            env,
-                            json!({"sessionUpdate": "tool_call_update", "toolCallId": tool.id, "status": "in_progress"}),
-                        )
+                        .update(env, tool_call_update(&tool.id, "in_progress", &[]))
                         .await;
                     let cwd = session.cwd.clone();
                     let name = name.to_string();
@@ -490,17 +487,8 @@ async fn execute_tool(
                 Ok(text) => ("completed", text, false),
                 Err(message) => ("failed", message, true),
             };
-            session
-                .update(
-                    env,
-                    json!({
-                        "sessionUpdate": "tool_call_update",
-                        "toolCallId": tool.id,
-                        "status": status,
-                        "content": [text_content(&content)],
-                    }),
-                )
-                .await;
+            let update = tool_call_update(&tool.id, status, &[text_content(&content)]);
+            session.update(env, update).await;
             ToolOutcome { content, is_error }
         }
     };
@@ -610,17 +598,8 @@ async fn run_subagent(
         }
         session.update(env, announce).await;
     }
-    session
-        .update(
-            env,
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "in_progress",
-                "content": [session_link(&child_id)],
-            }),
-        )
-        .await;
+    let linked = tool_call_update(call_id, "in_progress", &[session_link(&child_id)]);
+    session.update(env, linked).await;
 
     let started = Instant::now();
     let (history, prefix) = match args.mode {
@@ -731,23 +710,18 @@ async fn run_subagent(
     meta["totalTokens"] = json!(tokens);
     meta["durationMs"] = json!(duration_ms);
     meta["toolUseCount"] = json!(tool_uses);
-    session
-        .update(
-            env,
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": if is_error { "failed" } else { "completed" },
-                "content": [session_link(&child_id), text_content(&text)],
-                "rawOutput": {
-                    "childSessionId": child_id,
-                    "status": status,
-                    "stopReason": stop_reason.map(|s| s.as_str()),
-                },
-                "_meta": {"fanout": {"subagent": meta}},
-            }),
-        )
-        .await;
+    let mut settled = tool_call_update(
+        call_id,
+        if is_error { "failed" } else { "completed" },
+        &[session_link(&child_id), text_content(&text)],
+    );
+    settled["rawOutput"] = json!({
+        "childSessionId": child_id,
+        "status": status,
+        "stopReason": stop_reason.map(|s| s.as_str()),
+    });
+    settled["_meta"] = json!({"fanout": {"subagent": meta}});
+    session.update(env, settled).await;
     Ok(ToolOutcome {
         content: text,
         is_error,
@@ -763,17 +737,8 @@ async fn fail_tool(
     message: String,
 ) -> ToolOutcome {
     session.update(env, call).await;
-    session
-        .update(
-            env,
-            json!({
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "failed",
-                "content": [text_content(&message)],
-            }),
-        )
-        .await;
+    let failed = tool_call_update(call_id, "failed", &[text_content(&message)]);
+    session.update(env, failed).await;
     ToolOutcome {
         content: message,
         is_error: true,

@@ -71,6 +71,16 @@ pub(crate) fn text_content(text: &str) -> Value {
     json!({"type": "content", "content": {"type": "text", "text": text}})
 }
 
+/// A `tool_call_update` moving `call_id` to `status`, with `content` when there is any.
+pub(crate) fn tool_call_update(call_id: &str, status: &str, content: &[Value]) -> Value {
+    let mut update =
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status});
+    if !content.is_empty() {
+        update["content"] = json!(content);
+    }
+    update
+}
+
 /// The tool-call content item linking a child session.
 pub(crate) fn session_link(session_id: &str) -> Value {
     json!({"type": "session", "sessionId": session_id})
