@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fanout_sessionlog::{
-    Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, SessionLogWriter, SubagentMode,
-    Timestamp, WriteError,
+    Chunk, Event, Header, ModelStopReason, SessionLogWriter, SubagentMode, Timestamp, WriteError,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -151,16 +150,7 @@ impl Session {
         cwd_text: String,
     ) -> Result<Self, WriteError> {
         let id = uuid::Uuid::now_v7().to_string();
-        let header = Header {
-            version: FORMAT_VERSION,
-            id: id.clone(),
-            created_at: Timestamp::now(),
-            parent_session: None,
-            parent_tool_call_id: None,
-            backend: Backend::Root,
-            seed_boundary: None,
-            cwd: cwd_text.clone(),
-        };
+        let header = Header::root(&id, &cwd_text);
         let log = SessionLogWriter::create(&cfg.sessions_root, &header)?;
         Ok(Self {
             id,
@@ -612,16 +602,14 @@ async fn run_subagent(
             )
         }
     };
-    let header = Header {
-        version: FORMAT_VERSION,
-        id: child_id.clone(),
-        created_at: Timestamp::now(),
-        parent_session: Some(session.id.clone()),
-        parent_tool_call_id: Some(call_id.to_string()),
-        backend: args.mode.backend(),
-        seed_boundary: (args.mode == SubagentMode::Fork).then_some(prefix.len()),
-        cwd: session.cwd_text.clone(),
-    };
+    let header = Header::child(
+        &child_id,
+        &session.cwd_text,
+        &session.id,
+        call_id,
+        args.mode.backend(),
+        (args.mode == SubagentMode::Fork).then_some(prefix.len()),
+    );
     let writer = match args.mode {
         SubagentMode::Spawn => SessionLogWriter::create(&cfg.sessions_root, &header),
         SubagentMode::Fork => SessionLogWriter::create_fork(&cfg.sessions_root, &header, &prefix),

@@ -228,7 +228,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    use fanout_sessionlog::{Backend, Event, FORMAT_VERSION, Header, SessionLog, Timestamp};
+    use fanout_sessionlog::{Backend, Event, Header, SessionLog, Timestamp};
 
     fn ts(micros: i64) -> Timestamp {
         Timestamp::from_micros(1_754_235_140_000_000 + micros).unwrap()
@@ -255,18 +255,11 @@ mod tests {
         SessionLog {
             path: PathBuf::from(format!("{label}.jsonl")),
             header: Header {
-                version: FORMAT_VERSION,
-                id: id.into(),
                 created_at: ts(created),
-                parent_session: parent.map(Into::into),
-                parent_tool_call_id: parent.map(|_| "call".to_string()),
-                backend: if parent.is_some() {
-                    Backend::Spawn
-                } else {
-                    Backend::Root
-                },
-                seed_boundary: None,
-                cwd: "/w".into(),
+                ..match parent {
+                    Some(parent) => Header::child(id, "/w", parent, "call", Backend::Spawn, None),
+                    None => Header::root(id, "/w"),
+                }
             },
             events,
         }

@@ -5,20 +5,13 @@ use std::path::Path;
 
 use fanout_replay::{ReplayBinding, ReplayError, ScenarioScripts};
 use fanout_sessionlog::{
-    Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, SessionLogWriter, Timestamp,
-    Usage,
+    Backend, Chunk, Event, Header, ModelStopReason, SessionLogWriter, Timestamp, Usage,
 };
 
 fn header(id: &str, backend: Backend, parent: Option<&str>, seed: Option<usize>) -> Header {
-    Header {
-        version: FORMAT_VERSION,
-        id: id.into(),
-        created_at: Timestamp::now(),
-        parent_session: parent.map(Into::into),
-        parent_tool_call_id: parent.map(|_| "call".to_string()),
-        backend,
-        seed_boundary: seed,
-        cwd: "/w".into(),
+    match parent {
+        Some(parent) => Header::child(id, "/w", parent, "call", backend, seed),
+        None => Header::root(id, "/w"),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use fanout_replay::server::{RunningServer, SESSION_ID_HEADER};
 use fanout_replay::{ReplayBinding, ScenarioScripts};
 use fanout_sessionlog::{
-    Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, SessionLog, Timestamp, Usage,
+    Backend, Chunk, Event, Header, ModelStopReason, SessionLog, Timestamp, Usage,
 };
 use serde_json::{Value, json};
 
@@ -40,18 +40,11 @@ fn log(id: &str, created: i64, parent: Option<&str>, texts: &[&str]) -> SessionL
     SessionLog {
         path: format!("{id}.jsonl").into(),
         header: Header {
-            version: FORMAT_VERSION,
-            id: id.into(),
             created_at: ts,
-            parent_session: parent.map(Into::into),
-            parent_tool_call_id: parent.map(|_| "call".to_string()),
-            backend: if parent.is_some() {
-                Backend::Spawn
-            } else {
-                Backend::Root
-            },
-            seed_boundary: None,
-            cwd: "/w".into(),
+            ..match parent {
+                Some(parent) => Header::child(id, "/w", parent, "call", Backend::Spawn, None),
+                None => Header::root(id, "/w"),
+            }
         },
         events,
     }

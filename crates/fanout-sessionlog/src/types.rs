@@ -88,6 +88,42 @@ pub struct Header {
     pub cwd: String,
 }
 
+impl Header {
+    /// The header of a root session (one an ACP client opened), created now.
+    pub fn root(id: impl Into<String>, cwd: impl Into<String>) -> Self {
+        Self {
+            version: FORMAT_VERSION,
+            id: id.into(),
+            created_at: Timestamp::now(),
+            parent_session: None,
+            parent_tool_call_id: None,
+            backend: Backend::Root,
+            seed_boundary: None,
+            cwd: cwd.into(),
+        }
+    }
+
+    /// The header of a subagent child, created now: started by `parent`'s tool call
+    /// `tool_call_id`, spawned or forked per `backend`; a fork's `seed_boundary` is the
+    /// number of parent events copied before the child's own.
+    pub fn child(
+        id: impl Into<String>,
+        cwd: impl Into<String>,
+        parent: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        backend: Backend,
+        seed_boundary: Option<usize>,
+    ) -> Self {
+        Self {
+            parent_session: Some(parent.into()),
+            parent_tool_call_id: Some(tool_call_id.into()),
+            backend,
+            seed_boundary,
+            ..Self::root(id, cwd)
+        }
+    }
+}
+
 /// One event line of a log. Every event carries its time `ts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all_fields = "camelCase", deny_unknown_fields)]
@@ -475,16 +511,7 @@ mod tests {
         };
         let log = SessionLog {
             path: PathBuf::from("x.jsonl"),
-            header: Header {
-                version: FORMAT_VERSION,
-                id: "child".into(),
-                created_at: ts(),
-                parent_session: Some("parent".into()),
-                parent_tool_call_id: Some("call".into()),
-                backend: Backend::Fork,
-                seed_boundary: Some(2),
-                cwd: "/w".into(),
-            },
+            header: Header::child("child", "/w", "parent", "call", Backend::Fork, Some(2)),
             events: vec![req(0), text("parent"), req(0), text("child")],
         };
         let responses = log.recorded_responses();

@@ -148,18 +148,13 @@ mod tests {
     use crate::layout::list_logs;
     use crate::reader::read_log;
     use crate::time::Timestamp;
-    use crate::types::{Chunk, FORMAT_VERSION, ModelStopReason, Usage};
+    use crate::types::{Chunk, ModelStopReason, Usage};
 
     fn header(id: &str, backend: Backend, parent: Option<&str>, seed: Option<usize>) -> Header {
-        Header {
-            version: FORMAT_VERSION,
-            id: id.into(),
-            created_at: Timestamp::now(),
-            parent_session: parent.map(Into::into),
-            parent_tool_call_id: parent.map(|_| "call-1".to_string()),
-            backend,
-            seed_boundary: seed,
-            cwd: "/home/dev/proj".into(),
+        let cwd = "/home/dev/proj";
+        match parent {
+            Some(parent) => Header::child(id, cwd, parent, "call-1", backend, seed),
+            None => Header::root(id, cwd),
         }
     }
 

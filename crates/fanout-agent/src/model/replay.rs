@@ -66,25 +66,13 @@ impl LanguageModel for ReplayProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fanout_sessionlog::{
-        Backend, Chunk, Event, FORMAT_VERSION, Header, SessionLogWriter, Timestamp,
-    };
+    use fanout_sessionlog::{Backend, Chunk, Event, Header, SessionLogWriter, Timestamp};
     use futures::StreamExt;
 
     fn write_log(root: &Path, id: &str, parent: Option<&str>, responses: &[(&str, Option<&str>)]) {
-        let header = Header {
-            version: FORMAT_VERSION,
-            id: id.into(),
-            created_at: Timestamp::now(),
-            parent_session: parent.map(Into::into),
-            parent_tool_call_id: parent.map(|_| "call".to_string()),
-            backend: if parent.is_some() {
-                Backend::Spawn
-            } else {
-                Backend::Root
-            },
-            seed_boundary: None,
-            cwd: "/w".into(),
+        let header = match parent {
+            Some(parent) => Header::child(id, "/w", parent, "call", Backend::Spawn, None),
+            None => Header::root(id, "/w"),
         };
         let mut log = SessionLogWriter::create(root, &header).unwrap();
         for (ordinal, (text, error)) in responses.iter().enumerate() {
