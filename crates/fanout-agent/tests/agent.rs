@@ -188,6 +188,13 @@ fn updates<'a>(notes: &'a [Value], kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Asserts `resp` is a JSON-RPC error with `code` whose message contains `needle`.
+fn assert_rpc_error(resp: &Value, code: i64, needle: &str) {
+    assert_eq!(resp["error"]["code"], code, "{resp}");
+    let message = resp["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(needle), "{needle:?} not in {resp}");
+}
+
 fn all_logs_valid(root: &Path) -> Vec<fanout_sessionlog::SessionLog> {
     list_logs(root)
         .unwrap()
@@ -214,25 +221,12 @@ async fn bad_input_gets_jsonrpc_errors_and_the_agent_keeps_serving() {
     c.send_raw(r#"{"jsonrpc":"2.0","method":"some/notification","params":{}}"#)
         .await;
     let (_, resp) = c.request("session/load", json!({"sessionId":"x"})).await;
-    assert_eq!(resp["error"]["code"], -32601);
-    assert!(
-        resp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("session/load")
-    );
+    assert_rpc_error(&resp, -32601, "session/load");
 
     let (_, resp) = c
         .request("session/new", json!({"cwd":"relative/dir"}))
         .await;
-    assert_eq!(resp["error"]["code"], -32602);
-    assert!(
-        resp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("absolute"),
-        "{resp}"
-    );
+    assert_rpc_error(&resp, -32602, "absolute");
     let (_, resp) = c.request("session/new", json!({"cwd": 7})).await;
     assert_eq!(resp["error"]["code"], -32602);
     let (_, resp) = c
@@ -241,27 +235,14 @@ async fn bad_input_gets_jsonrpc_errors_and_the_agent_keeps_serving() {
     assert_eq!(resp["error"]["code"], -32602);
 
     let (_, resp) = c.prompt("no-such-session", "hi").await;
-    assert_eq!(resp["error"]["code"], -32602);
-    assert!(
-        resp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown session: no-such-session")
-    );
+    assert_rpc_error(&resp, -32602, "unknown session: no-such-session");
 
     c.init(false).await;
     let session = c.new_session(&ws.cwd).await;
     let (_, resp) = c
         .request("session/prompt", json!({"sessionId": session}))
         .await;
-    assert_eq!(resp["error"]["code"], -32602);
-    assert!(
-        resp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("prompt"),
-        "{resp}"
-    );
+    assert_rpc_error(&resp, -32602, "prompt");
     let (_, resp) = c.prompt(&session, "   ").await;
     assert_eq!(resp["error"]["code"], -32602);
 
@@ -288,17 +269,9 @@ async fn a_broken_model_stream_is_a_jsonrpc_error_and_the_log_stays_valid() {
     let session = c.new_session(&ws.cwd).await;
 
     let (_, resp) = c.prompt(&session, "one").await;
-    assert_eq!(resp["error"]["code"], -32603);
-    let message = resp["error"]["message"].as_str().unwrap();
-    assert!(message.contains("connection reset by peer"), "{message}");
+    assert_rpc_error(&resp, -32603, "connection reset by peer");
     let (_, resp) = c.prompt(&session, "two").await;
-    assert!(
-        resp["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("without a stop event"),
-        "{resp}"
-    );
+    assert_rpc_error(&resp, -32603, "without a stop event");
     let (_, resp) = c.prompt(&session, "three").await;
     assert_eq!(resp["result"]["stopReason"], "end_turn");
     c.finish().await;
