@@ -76,6 +76,21 @@ fn reply(uuid: &str, ts: &str, sidechain: bool, stop_reason: &str) -> Value {
     )
 }
 
+/// A prompt and one `Agent` launch (`toolu_A`) that has no result yet.
+fn prompt_and_open_launch() -> [Value; 2] {
+    [
+        prompt("u1", "2026-08-03T15:32:20.000Z", "go", false),
+        tool_use(
+            "u2",
+            "2026-08-03T15:32:21.000Z",
+            false,
+            "toolu_A",
+            "Agent",
+            json!({"description": "d", "prompt": "p"}),
+        ),
+    ]
+}
+
 fn write_jsonl(path: &Path, entries: &[Value]) {
     let text: String = entries.iter().map(|e| format!("{e}\n")).collect();
     std::fs::write(path, text).expect("write log");
@@ -339,20 +354,7 @@ async fn native_folder_imports_to_the_right_rows(db: TestDb) {
 async fn a_log_still_being_written_keeps_its_last_turn_open(db: TestDb) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join(format!("{SESSION}.jsonl"));
-    write_jsonl(
-        &log,
-        &[
-            prompt("u1", "2026-08-03T15:32:20.000Z", "go", false),
-            tool_use(
-                "u2",
-                "2026-08-03T15:32:21.000Z",
-                false,
-                "toolu_A",
-                "Agent",
-                json!({"description": "d", "prompt": "p"}),
-            ),
-        ],
-    );
+    write_jsonl(&log, &prompt_and_open_launch());
     let store = open(&db).await;
     let summary = import_paths(as_store(&store), &[log], &NoProgress).await;
     assert!(!summary.has_failures(), "{summary:#?}");
@@ -375,17 +377,7 @@ async fn a_log_still_being_written_keeps_its_last_turn_open(db: TestDb) {
 async fn a_bad_line_is_reported_and_the_rest_imports(db: TestDb) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join(format!("{SESSION}.jsonl"));
-    let good = [
-        prompt("u1", "2026-08-03T15:32:20.000Z", "go", false),
-        tool_use(
-            "u2",
-            "2026-08-03T15:32:21.000Z",
-            false,
-            "toolu_A",
-            "Agent",
-            json!({"description": "d", "prompt": "p"}),
-        ),
-    ];
+    let good = prompt_and_open_launch();
     let text = format!(
         "{}\n{{\"type\":\"assistant\",\"timestamp\":\"soon\",\"message\":{{}}}}\n{{truncated\n{}\n",
         good[0], good[1]
