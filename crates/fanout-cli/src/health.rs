@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use fanout_store::{Health, HealthVerdict, SqlStore, Store};
 use serde::Serialize;
@@ -75,7 +75,7 @@ struct HealthJson<'a> {
 }
 
 async fn check(args: &HealthArgs) -> Result<ExitCode> {
-    let store = open_existing(&args.db.url()).await?;
+    let store = args.db.open_existing().await?;
     let health = store.health().await.context("checking writer health")?;
     let verdict = health.verdict();
     let status = exit_status(verdict);
@@ -150,22 +150,4 @@ fn print_text(store: &SqlStore, health: &Health) {
             );
         }
     }
-}
-
-/// Opens the store for a read-only command. A SQLite file that does not exist is an
-/// error here: opening would create an empty database, and a typo in `--db` would then
-/// read as "nothing written" instead of "wrong path".
-pub(crate) async fn open_existing(url: &str) -> Result<SqlStore> {
-    let shown = fanout_store::redact_url(url);
-    if let Some(path) = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        && !path.is_empty()
-        && !std::path::Path::new(path).exists()
-    {
-        bail!("no database at {shown}: the SQLite file {path} does not exist");
-    }
-    SqlStore::open(url)
-        .await
-        .with_context(|| format!("opening {shown}"))
 }

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use fanout_capture::import::{ImportProgress, ImportSummary, LineError, import_paths};
-use fanout_store::{SqlStore, Store};
+use fanout_store::Store;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::output::{DbArgs, Format};
@@ -29,10 +29,7 @@ pub struct ImportArgs {
 }
 
 pub async fn run(args: ImportArgs) -> Result<ExitCode> {
-    let url = args.db.url();
-    let store = SqlStore::open(&url)
-        .await
-        .with_context(|| format!("opening {}", fanout_store::redact_url(&url)))?;
+    let store = args.db.open().await?;
     let store = Arc::new(store);
     let summary = if std::io::stderr().is_terminal() {
         let progress = BarProgress::new();

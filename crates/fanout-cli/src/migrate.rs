@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_store::{SqlStore, StepStatus, Store};
+use fanout_store::{StepStatus, Store};
 
 use crate::output::{DbArgs, Format};
 
@@ -18,10 +18,7 @@ pub struct MigrateArgs {
 }
 
 pub async fn run(args: MigrateArgs) -> Result<ExitCode> {
-    let url = args.db.url();
-    let store = SqlStore::open(&url)
-        .await
-        .with_context(|| format!("opening {}", fanout_store::redact_url(&url)))?;
+    let store = args.db.open().await?;
     let report = store.migration_report().clone();
     let counts = store.counts().await.context("counting rows")?;
     let activation = store

@@ -95,7 +95,7 @@ impl ReportArgs {
 
 pub async fn run(args: ReportArgs) -> Result<ExitCode> {
     let scope = args.scope()?;
-    let store = crate::health::open_existing(&args.db.url()).await?;
+    let store = args.db.open_existing().await?;
     let report = store
         .fanout_report(&scope)
         .await
