@@ -225,8 +225,11 @@ async fn fill_forward_never_blanks(db: TestDb) {
         ..frame("s1", "toolu_ff", 10)
     };
     store.upsert_subagent(&full).await.unwrap();
+    // Observed after any wall clock this test runs under, so updated_at must become it.
+    let later = Timestamp::parse("2100-01-01T00:00:00Z").unwrap();
     let empty = SubagentRecord {
         description: Some(String::new()),
+        observed_at: Some(later),
         ..frame("s1", "toolu_ff", 20)
     };
     store.upsert_subagent(&empty).await.unwrap();
@@ -242,11 +245,7 @@ async fn fill_forward_never_blanks(db: TestDb) {
         (row.total_tokens, row.tool_use_count, row.duration_ms),
         (Some(100), Some(2), Some(50))
     );
-    assert_eq!(
-        row.updated_at.max(t(20)),
-        row.updated_at,
-        "updated_at moves with every write"
-    );
+    assert_eq!(row.updated_at, later, "updated_at moves with every write");
 }
 
 async fn non_empty_value_replaces(db: TestDb) {
