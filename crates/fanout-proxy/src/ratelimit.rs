@@ -20,7 +20,10 @@ impl RateLimit {
 
     /// True at most once per interval (and the first time).
     pub(crate) fn ready(&self) -> bool {
-        let now = Instant::now();
+        self.ready_at(Instant::now())
+    }
+
+    fn ready_at(&self, now: Instant) -> bool {
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         match *last {
             Some(at) if now.duration_since(at) < self.interval => false,
@@ -38,10 +41,14 @@ mod tests {
 
     #[test]
     fn once_per_interval() {
-        let limit = RateLimit::new(Duration::from_millis(50));
-        assert!(limit.ready());
-        assert!(!limit.ready());
-        std::thread::sleep(Duration::from_millis(60));
-        assert!(limit.ready());
+        // Explicit instants: a paused test thread cannot make this flaky.
+        let interval = Duration::from_millis(50);
+        let limit = RateLimit::new(interval);
+        let start = Instant::now();
+        assert!(limit.ready_at(start), "the first time");
+        assert!(!limit.ready_at(start + interval / 2));
+        assert!(!limit.ready_at(start + interval - Duration::from_nanos(1)));
+        assert!(limit.ready_at(start + interval));
+        assert!(!limit.ready_at(start + interval + interval / 2));
     }
 }

@@ -41,13 +41,18 @@ pub struct RecordProvider {
 impl RecordProvider {
     /// Fails clearly, before anything runs, when the live provider's key is missing.
     pub fn check(&self) -> Result<(), ReplayError> {
+        self.check_with(|var| std::env::var(var).ok())
+    }
+
+    /// [`Self::check`] with the environment lookup given, so it is testable.
+    fn check_with(&self, env: impl Fn(&str) -> Option<String>) -> Result<(), ReplayError> {
         let key_var = match self.provider.as_str() {
             "anthropic" => Some("ANTHROPIC_API_KEY"),
             "openai" => Some("OPENAI_API_KEY"),
             _ => None,
         };
         if let Some(var) = key_var {
-            let has_key = std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
+            let has_key = env(var).is_some_and(|v| !v.trim().is_empty());
             if !has_key && self.base_url.is_none() {
                 return Err(ReplayError::MissingApiKey {
                     provider: self.provider.clone(),
@@ -489,20 +494,25 @@ mod tests {
             script: None,
             base_url: None,
         };
-        // Only meaningful when the developer's shell has no key.
-        if std::env::var("ANTHROPIC_API_KEY").is_err() {
-            let err = live.check().unwrap_err().to_string();
-            assert!(err.contains("needs ANTHROPIC_API_KEY"), "{err}");
-        }
+        let no_env = |_: &str| None;
+        let err = live.check_with(no_env).unwrap_err().to_string();
+        assert!(err.contains("needs ANTHROPIC_API_KEY"), "{err}");
+        let blank = |_: &str| Some("  ".to_string());
+        assert!(live.check_with(blank).is_err(), "a blank key is no key");
+        let keyed = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| "sk-test".to_string());
+        assert!(live.check_with(keyed).is_ok());
         let local = RecordProvider {
             base_url: Some("http://127.0.0.1:1".into()),
             ..live.clone()
         };
-        assert!(local.check().is_ok(), "a custom endpoint needs no key");
+        assert!(
+            local.check_with(no_env).is_ok(),
+            "a custom endpoint needs no key"
+        );
         let scripted = RecordProvider {
             provider: "scripted".into(),
             ..live
         };
-        assert!(scripted.check().is_ok());
+        assert!(scripted.check_with(no_env).is_ok());
     }
 }
