@@ -94,7 +94,14 @@ impl ReportArgs {
 }
 
 pub async fn run(args: ReportArgs) -> Result<ExitCode> {
-    let scope = args.scope()?;
+    let scope = match args.scope() {
+        Ok(scope) => scope,
+        Err(err) => {
+            // Contradictory flags are a usage error, like the ones clap refuses.
+            eprintln!("fanout: {err:#}");
+            return Ok(ExitCode::from(64));
+        }
+    };
     let store = args.db.open_existing().await?;
     let report = store
         .fanout_report(&scope)

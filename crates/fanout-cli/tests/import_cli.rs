@@ -23,6 +23,19 @@ fn fanout_import(db: &Path, args: &[&Path], json: bool) -> Output {
     command.args(args).output().expect("run fanout")
 }
 
+/// Row counts per table of the SQLite file, read with the store itself.
+fn table_counts(db: &Path) -> fanout_store::TableCounts {
+    use fanout_store::Store;
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let url = format!("sqlite://{}", db.display());
+        let store = fanout_store::SqlStore::open(&url).await.expect("open");
+        let counts = store.counts().await.expect("counts");
+        store.close().await;
+        counts
+    })
+}
+
 fn summary(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -54,13 +67,13 @@ fn json_summary_of_the_examples_and_reimport_is_clean() {
     assert_eq!(json["counters"]["failed"], 0);
     assert!(json["frames"].as_u64().is_some_and(|n| n > 50));
 
+    let before = table_counts(&db);
+    assert_eq!(before.subagents, 8);
+
     let again = fanout_import(&db, &[&examples], true);
     assert!(again.status.success());
-    assert_eq!(
-        summary(&again)["subagent_rows"],
-        8,
-        "same rows, merged in place"
-    );
+    assert_eq!(summary(&again)["subagent_rows"], 8);
+    assert_eq!(table_counts(&db), before, "same rows, merged in place");
 }
 
 #[test]

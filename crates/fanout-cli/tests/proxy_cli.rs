@@ -646,9 +646,14 @@ fn the_proxy_serves_its_live_counters_on_loopback() {
         Some(2.0),
         "{page}"
     );
+    // Nothing was dropped, and the series says so (registered at start, not on first drop).
+    for direction in ["c2a", "a2c"] {
+        let series = format!("fanout_proxy_frames_dropped_total{{direction=\"{direction}\"}}");
+        assert_eq!(prometheus_value(&page, &series), Some(0.0), "{page}");
+    }
     assert!(
-        page.contains("# TYPE fanout_proxy_frames_dropped_total counter")
-            || !page.contains("fanout_proxy_frames_dropped_total{")
+        page.contains("# TYPE fanout_proxy_frames_dropped_total counter"),
+        "{page}"
     );
     assert!(page.contains("# HELP fanout_proxy_frames_total"), "{page}");
 

@@ -311,7 +311,8 @@ fn contradictory_scopes_are_refused() {
     let db = populated();
     let url = db.url();
     let both = fanout(&["report", "--db", &url, "--task", "a", "--session", "b"]);
-    assert!(!both.status.success());
+    assert_eq!(both.status.code(), Some(64), "a usage error");
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
     let empty = fanout(&[
         "report",
         "--db",
@@ -321,10 +322,11 @@ fn contradictory_scopes_are_refused() {
         "--until",
         "2026-08-10",
     ]);
-    assert!(!empty.status.success());
+    assert_eq!(empty.status.code(), Some(64), "a usage error");
     assert!(String::from_utf8_lossy(&empty.stderr).contains("window is empty"));
     let garbage = fanout(&["report", "--db", &url, "--since", "yesterday"]);
-    assert!(!garbage.status.success());
+    assert_eq!(garbage.status.code(), Some(64), "a usage error");
+    assert!(String::from_utf8_lossy(&garbage.stderr).contains("not a timestamp: \"yesterday\""));
 }
 
 /// A minimal RFC 4180 reader: enough to prove the output is one well-formed table.

@@ -129,10 +129,10 @@ async fn schema_is_idempotent_and_migrations_rerun_as_no_ops(db: TestDb) {
     let dup = again
         .execute_raw("INSERT INTO task_session_subagents (id, task_session_id, task_id, tool_call_id, observed_at, updated_at) VALUES ('other', 's1', 'task-1', 'tc', '2026-08-10T09:00:00Z', '2026-08-10T09:00:00Z')")
         .await;
-    assert!(
-        dup.is_err(),
-        "the (session, execution, tool_call_id) key is unique"
-    );
+    let err = dup
+        .expect_err("the (session, execution, tool_call_id) key is unique")
+        .to_string();
+    assert!(err.to_lowercase().contains("unique"), "{err}");
 }
 
 async fn async_launched_message_backfills_with_null_metrics(db: TestDb) {

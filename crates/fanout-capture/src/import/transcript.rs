@@ -170,7 +170,14 @@ mod tests {
     #[test]
     fn frame_errors_say_what_is_wrong() {
         let ok = parse_frame(br#"{"ts":"2026-08-03T15:32:20Z","dir":"a2c","line":"{}"}"#);
-        assert!(ok.is_ok());
+        assert_eq!(
+            ok,
+            Ok((
+                Timestamp::parse("2026-08-03T15:32:20Z").unwrap(),
+                Direction::AgentToClient,
+                "{}".to_owned()
+            ))
+        );
         for (line, expected) in [
             (&b"{"[..], "not JSON"),
             (b"3", "not a JSON object"),
