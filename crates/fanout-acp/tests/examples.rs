@@ -345,27 +345,44 @@ fn acp_native_subagent_update() {
     }));
 }
 
+/// The files of `dir` by name, with their bytes.
+fn files(dir: &Path) -> std::collections::BTreeMap<std::ffi::OsString, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            (
+                path.file_name().unwrap().to_owned(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The capture crate's fixtures are a second copy of ours: same files, same bytes.
+#[test]
+fn capture_fixtures_are_the_same_copy() {
+    let capture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/acp-examples");
+    assert_eq!(files(&capture), files(&examples_dir()));
+}
+
 /// The fixtures are copies of `shared/acp-examples`; when that directory is beside the
-/// checkout, they must not have drifted.
+/// checkout, they must not have drifted (no file changed, added or missing).
 #[test]
 fn fixtures_match_shared_examples_when_present() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/acp-examples");
     if !shared.is_dir() {
         // CI lays shared/ beside the clone: there the comparison is mandatory.
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} is missing under CI=true",
+            !fanout_acp::testing::in_ci(),
+            "{} is missing under CI",
             shared.display()
         );
         eprintln!("skipping: {} is not beside this checkout", shared.display());
         return;
     }
-    for entry in std::fs::read_dir(&shared).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap();
-        let ours = std::fs::read(examples_dir().join(name)).unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), ours, "{}", path.display());
-    }
+    assert_eq!(files(&shared), files(&examples_dir()));
 }
 
 /// Transcripts recorded from real agents run offline (opencode, codex-acp 2.x with and

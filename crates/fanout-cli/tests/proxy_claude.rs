@@ -18,6 +18,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use fanout_store::testing::in_ci;
 use proxy_support::{
     Running, fanout, only_transcript, sqlite_texts, transcript_lines, write_script,
 };
@@ -27,10 +28,6 @@ const AGENT_CALL_ID: &str = "toolu_01FANOUTAGENT";
 const READ_CALL_ID: &str = "toolu_01FANOUTREAD";
 const PARENT_MARKER: &str = "FANOUT-PARENT-PROMPT";
 const CHILD_MARKER: &str = "FANOUT-CHILD-PROMPT";
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// The installed agent's executable, or `None` (skip) where that is allowed.
 fn installed_agent() -> Option<PathBuf> {
