@@ -10,6 +10,8 @@
 //! unprocessed. Nothing that was queued is lost: it is in the store or in the
 //! transcript, which `fanout import` can replay.
 
+use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +55,27 @@ pub(crate) struct Consumer {
     pub warn_interval: Duration,
 }
 
+/// Failed transcript writes: each is counted in the report and the metric, and WARNed
+/// at most once per interval (the last flush always, as nothing follows it).
+struct TranscriptFailures {
+    metric: metrics::Counter,
+    warn: RateLimit,
+}
+
+impl TranscriptFailures {
+    fn record(&self, report: &mut ConsumerReport, path: &Path, error: &io::Error, last: bool) {
+        report.transcript_errors += 1;
+        self.metric.increment(1);
+        if last || self.warn.ready() {
+            tracing::warn!(
+                path = %path.display(),
+                errors_so_far = report.transcript_errors,
+                "cannot write the transcript: {error}"
+            );
+        }
+    }
+}
+
 /// Resolves when `control` says `Abandon`; never when its sender is gone.
 async fn abandoned(control: &mut watch::Receiver<Control>) {
     if control.wait_for(|c| *c == Control::Abandon).await.is_err() {
@@ -63,8 +86,10 @@ async fn abandoned(control: &mut watch::Receiver<Control>) {
 impl Consumer {
     pub(crate) async fn run(mut self, mut control: watch::Receiver<Control>) -> ConsumerReport {
         let mut report = ConsumerReport::default();
-        let transcript_warn = RateLimit::new(self.warn_interval);
-        let transcript_errors = metrics::counter!(metric_names::TRANSCRIPT_ERRORS);
+        let failures = TranscriptFailures {
+            metric: metrics::counter!(metric_names::TRANSCRIPT_ERRORS),
+            warn: RateLimit::new(self.warn_interval),
+        };
         let unprocessed = metrics::counter!(metric_names::FRAMES_UNPROCESSED);
         let mut control_open = true;
         let mut closing = false;
@@ -112,15 +137,7 @@ impl Consumer {
                     && let Err(error) =
                         writer.append(frame.observed_at, frame.direction, &frame.line)
                 {
-                    report.transcript_errors += 1;
-                    transcript_errors.increment(1);
-                    if transcript_warn.ready() {
-                        tracing::warn!(
-                            path = %writer.path().display(),
-                            errors_so_far = report.transcript_errors,
-                            "cannot write the transcript: {error}"
-                        );
-                    }
+                    failures.record(&mut report, writer.path(), &error, false);
                 }
             }
             if abandon {
@@ -147,18 +164,13 @@ impl Consumer {
                 && let Some(writer) = self.transcript.as_mut()
                 && let Err(error) = writer.flush()
             {
-                report.transcript_errors += 1;
-                transcript_errors.increment(1);
-                if transcript_warn.ready() {
-                    tracing::warn!(path = %writer.path().display(), "cannot write the transcript: {error}");
-                }
+                failures.record(&mut report, writer.path(), &error, false);
             }
         }
         if let Some(writer) = self.transcript.as_mut()
             && let Err(error) = writer.flush()
         {
-            report.transcript_errors += 1;
-            tracing::warn!(path = %writer.path().display(), "cannot write the end of the transcript: {error}");
+            failures.record(&mut report, writer.path(), &error, true);
         }
         report.counters = self.capture.counters().snapshot();
         report.capture = self.capture.stats();
