@@ -15,14 +15,6 @@ pub enum Direction {
 }
 
 impl Direction {
-    /// The direction a response to a request sent this way travels.
-    pub fn opposite(self) -> Self {
-        match self {
-            Self::ClientToAgent => Self::AgentToClient,
-            Self::AgentToClient => Self::ClientToAgent,
-        }
-    }
-
     /// The transcript tag (`c2a` / `a2c`, DESIGN 3.1).
     pub fn as_str(self) -> &'static str {
         match self {

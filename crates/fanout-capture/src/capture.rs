@@ -160,7 +160,7 @@ impl Capture {
     pub fn new(store: Arc<dyn Store>, config: CaptureConfig) -> Capture {
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         Capture {
-            writer: SubagentWriter::new(Arc::clone(&store)),
+            writer: SubagentWriter::new(),
             store,
             execution_id: non_empty(config.agent_execution_id),
             task_id: non_empty(config.task_id),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use fanout_acp::SubagentTask;
-use fanout_store::{Store, SubagentRecord, Timestamp, is_terminal_tool_status};
+use fanout_store::{SubagentRecord, Timestamp, is_terminal_tool_status};
 
 use crate::counters::{Outcome, WriterCounters};
 
@@ -28,50 +28,32 @@ pub struct SubagentFrame {
     pub observed_at: Timestamp,
 }
 
-/// What one [`SubagentWriter::record`] did, for callers inside this crate that keep
-/// their own tallies (distinct rows per import).
+/// How one prepared record's write ended ([`SubagentWriter::settle`]), for callers
+/// inside this crate that keep their own tallies (distinct rows per import).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RecordOutcome {
-    SkippedNoIdentity,
     Persisted,
     Failed,
 }
 
-/// Records subagent frames into one store and keeps its own [`WriterCounters`].
+/// DESIGN 4.2 around each subagent write: the identity gate, the value rules and the
+/// AC-26 [`WriterCounters`]. The caller runs the upsert itself, alone or in a group
+/// commit, between [`SubagentWriter::prepare`] and [`SubagentWriter::settle`].
+#[derive(Default)]
 pub struct SubagentWriter {
-    store: Arc<dyn Store>,
     counters: Arc<WriterCounters>,
 }
 
 impl SubagentWriter {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self::with_counters(store, Arc::new(WriterCounters::new()))
-    }
-
-    /// A writer that moves the given counters (shared with whoever reads them).
-    pub fn with_counters(store: Arc<dyn Store>, counters: Arc<WriterCounters>) -> Self {
-        Self { store, counters }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     pub fn counters(&self) -> Arc<WriterCounters> {
         Arc::clone(&self.counters)
     }
 
-    /// DESIGN 4.2 for one frame. Never fails: a store error is a WARN with the session
-    /// and tool_call id and `failed`+1.
-    pub async fn record(&self, frame: SubagentFrame) {
-        self.record_outcome(frame).await;
-    }
-
-    pub(crate) async fn record_outcome(&self, frame: SubagentFrame) -> RecordOutcome {
-        let Some(record) = self.prepare(&frame) else {
-            return RecordOutcome::SkippedNoIdentity;
-        };
-        let result = self.store.upsert_subagent(&record).await;
-        self.settle(&record, result.as_ref().err())
-    }
-
-    /// The first half of [`SubagentWriter::record`]: `attempted`, the identity gate
+    /// DESIGN 4.2 for one frame, first half: `attempted`, the identity gate
     /// (`skipped_no_identity`, then `None`) and the value rules (`anomalous_value`).
     /// The caller runs the upsert of the returned record (alone or in a group commit)
     /// and then MUST call [`SubagentWriter::settle`] with its outcome, so that
@@ -94,7 +76,7 @@ impl SubagentWriter {
         Some(record)
     }
 
-    /// The second half of [`SubagentWriter::record`]: `persisted` (and
+    /// DESIGN 4.2, second half: `persisted` (and
     /// `unknown_execution`) or a WARN with the session and tool_call id and `failed`.
     pub(crate) fn settle(
         &self,

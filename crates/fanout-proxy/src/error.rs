@@ -2,7 +2,6 @@
 //! CLI prints them verbatim; [`ProxyError::exit_code`] says which status a shell expects.
 
 use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +23,6 @@ pub enum ProxyError {
 
     #[error("cannot create a transcript in {}: {cause}", dir.display())]
     Transcript { dir: PathBuf, cause: io::Error },
-
-    #[error("cannot listen on {addr}: {cause}")]
-    Listen { addr: SocketAddr, cause: io::Error },
 
     #[error("the HTTP server failed: {0}")]
     Serve(io::Error),

@@ -45,16 +45,6 @@ impl Timestamp {
     pub fn from_datetime(dt: DateTime<Utc>) -> Self {
         Self::from_micros(dt.timestamp_micros()).unwrap_or(Self(dt))
     }
-
-    /// Microseconds since the Unix epoch.
-    pub fn as_micros(&self) -> i64 {
-        self.0.timestamp_micros()
-    }
-
-    /// The underlying instant.
-    pub fn as_datetime(&self) -> DateTime<Utc> {
-        self.0
-    }
 }
 
 impl fmt::Display for Timestamp {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, SubsecRound, TimeZone, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 /// A UTC instant truncated to whole microseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,17 +28,8 @@ impl Timestamp {
         Self(dt.trunc_subsecs(6))
     }
 
-    /// Microseconds since the Unix epoch.
-    pub fn from_unix_micros(micros: i64) -> Option<Self> {
-        Utc.timestamp_micros(micros).single().map(Self)
-    }
-
     pub fn unix_micros(&self) -> i64 {
         self.0.timestamp_micros()
-    }
-
-    pub fn as_datetime(&self) -> DateTime<Utc> {
-        self.0
     }
 
     /// Parses any RFC 3339 form (any offset, any fraction length) into the canonical instant.
