@@ -18,8 +18,7 @@ use serde::Serialize;
 use crate::error::ProxyError;
 use crate::paths::{create_private_dir, private_new_file};
 
-/// The transcript format version this build writes.
-pub const TRANSCRIPT_VERSION: u32 = 1;
+pub use fanout_capture::import::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 
 /// What line 1 says about the execution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -44,7 +43,7 @@ impl TranscriptHeader {
         started_at: Timestamp,
     ) -> Self {
         TranscriptHeader {
-            kind: "fanout-transcript",
+            kind: TRANSCRIPT_TYPE,
             version: TRANSCRIPT_VERSION,
             execution_id: execution_id.to_owned(),
             task_id: task_id.map(str::to_owned),

@@ -222,7 +222,7 @@ fn recognise(path: &Path) -> Result<Option<Planned>, Recognise> {
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if kind == "fanout-transcript" {
+    if kind == super::TRANSCRIPT_TYPE {
         return Ok(Some(Planned::Transcript {
             path: path.to_owned(),
             bytes,

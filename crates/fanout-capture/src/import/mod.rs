@@ -28,6 +28,7 @@ use crate::capture::CaptureStats;
 use crate::counters::CounterSnapshot;
 
 pub use discover::{Planned, discover};
+pub use transcript::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 
 /// Which reader a file needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

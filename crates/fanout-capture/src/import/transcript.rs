@@ -12,8 +12,10 @@ use super::lines::NumberedLines;
 use super::{FileSummary, ImportError, ImportProgress, SourceKind};
 use crate::capture::{Capture, CaptureConfig};
 
-/// The only transcript version this build reads.
-const TRANSCRIPT_VERSION: u64 = 1;
+/// Line 1's `type` in a fanout transcript (DESIGN 3.1).
+pub const TRANSCRIPT_TYPE: &str = "fanout-transcript";
+/// The transcript version this build writes (fanout-proxy) and the only one it reads.
+pub const TRANSCRIPT_VERSION: u32 = 1;
 
 pub(super) async fn import_transcript(
     store: Arc<dyn Store>,
@@ -82,11 +84,11 @@ async fn observe_chunk(capture: &mut Capture, chunk: &mut Vec<(Timestamp, Direct
 
 fn parse_header(line: &[u8]) -> Result<CaptureConfig, String> {
     let header: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
-    if header.get("type").and_then(Value::as_str) != Some("fanout-transcript") {
-        return Err(r#"expected "type": "fanout-transcript""#.to_owned());
+    if header.get("type").and_then(Value::as_str) != Some(TRANSCRIPT_TYPE) {
+        return Err(format!(r#"expected "type": "{TRANSCRIPT_TYPE}""#));
     }
     match header.get("version").and_then(Value::as_u64) {
-        Some(TRANSCRIPT_VERSION) => {}
+        Some(version) if version == u64::from(TRANSCRIPT_VERSION) => {}
         Some(other) => {
             return Err(format!(
                 "version {other} is not supported (this build reads version {TRANSCRIPT_VERSION})"
