@@ -221,9 +221,16 @@ fn owned(value: Option<&str>) -> Option<String> {
 
 /// `_meta.claudeCode.toolResponse`.
 fn claude_result(view: &FrameView<'_>) -> Option<SubagentResult> {
-    let response = view.claude_tool_response()?;
+    view.claude_tool_response().map(claude_response)
+}
+
+/// Claude's subagent result object: `_meta.claudeCode.toolResponse` on the wire and
+/// the `toolUseResult` of Claude Code's own session logs, which is the same object
+/// (claude-agent-acp forwards it). `status: "async_launched"` is a background dispatch
+/// as much as `isAsync: true` is.
+pub(crate) fn claude_response(response: &Map<String, Value>) -> SubagentResult {
     let field = |key: &str| text(response.get(key));
-    Some(SubagentResult {
+    SubagentResult {
         status: owned(field("status")),
         agent_id: owned(field("agentId")),
         subagent_type: owned(field("agentType")),
@@ -232,11 +239,11 @@ fn claude_result(view: &FrameView<'_>) -> Option<SubagentResult> {
         duration_ms: metric(response.get("totalDurationMs")),
         total_tokens: metric(response.get("totalTokens")),
         tool_use_count: metric(response.get("totalToolUseCount")),
-        is_async: is_true(response.get("isAsync")),
+        is_async: is_true(response.get("isAsync")) || field("status") == Some("async_launched"),
         can_read_output_file: is_true(response.get("canReadOutputFile")),
         result_text: content_text(response.get("content")),
         child_session_id: None,
-    })
+    }
 }
 
 /// Text blocks with non-blank text, joined by `\n`, verbatim.
@@ -506,6 +513,43 @@ mod tests {
             )
             .is_async_launch()
         );
+    }
+
+    #[test]
+    fn async_launched_alone_marks_the_launch_async() {
+        let task = enriched(
+            Dialect::Claude,
+            &[json!({"_meta": {"claudeCode": {"toolResponse": {"status": "async_launched"}}}})],
+        );
+        assert!(task.is_async);
+    }
+
+    /// Claude Code's own logs carry the same object as `toolUseResult`: importing it
+    /// gives the task a live frame gives (plus its description and prompt as inputs).
+    #[test]
+    fn a_claude_log_result_merges_as_the_live_frame_does() {
+        let response = json!({
+            "agentId": "a1", "agentType": "reviewer", "status": "completed",
+            "totalDurationMs": 900, "totalTokens": 1234, "totalToolUseCount": 0,
+            "resolvedModel": "claude-opus-4-8", "isAsync": false,
+            "content": [{"type": "text", "text": "VERDICT"}],
+            "description": "Review", "prompt": "Review the diff"
+        });
+        let live = enriched(
+            Dialect::Claude,
+            &[json!({"_meta": {"claudeCode": {"toolResponse": response}}})],
+        );
+        let mut imported = SubagentTask::default();
+        imported.merge_claude_result(response.as_object().unwrap());
+        assert_eq!(
+            (imported.description.as_str(), imported.prompt.as_str()),
+            ("Review", "Review the diff")
+        );
+        imported.description.clear();
+        imported.prompt.clear();
+        assert_eq!(imported, live);
+        assert_eq!(live.tool_use_count, Some(0));
+        assert_eq!(live.model.as_deref(), Some("claude-opus-4-8"));
     }
 
     #[test]

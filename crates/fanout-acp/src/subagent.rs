@@ -121,6 +121,19 @@ impl SubagentTask {
         }
     }
 
+    /// Merges a Claude result object (`toolResponse` on the wire, `toolUseResult` in
+    /// Claude Code's own logs) by the Claude rule of DESIGN 3.3, exactly as a live frame
+    /// carrying it would; its `description` and `prompt` only fill empty inputs.
+    pub fn merge_claude_result(&mut self, response: &serde_json::Map<String, serde_json::Value>) {
+        let field = |key: &str| crate::json::text(response.get(key)).map(str::to_owned);
+        self.fill_inputs(&SubagentInputs {
+            description: field("description"),
+            prompt: field("prompt"),
+            subagent_type: None,
+        });
+        self.merge_result(&crate::dialect::claude_response(response));
+    }
+
     /// Replaces the agent status when the new one is non-empty.
     pub(crate) fn set_status(&mut self, status: Option<&str>) {
         replace_if_some(&mut self.status, status);

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use fanout_acp::{Dialect, FrameOrigin, SubagentTask, ToolFrame};
 use fanout_store::{Store, Timestamp, is_terminal_tool_status};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::lines::NumberedLines;
 use super::{FileSummary, ImportError, ImportProgress, SourceKind};
@@ -56,7 +56,8 @@ enum EntryKind {
     ToolResults {
         results: Vec<ToolResult>,
         /// Boxed: most results are not a subagent's, and entries are held in memory.
-        agent_result: Option<Box<AgentResult>>,
+        /// The entry's `toolUseResult`: for the subagent tool, Claude's result object.
+        agent_result: Option<Box<Map<String, Value>>>,
     },
 }
 
@@ -74,24 +75,6 @@ struct ToolResult {
     tool_use_id: String,
     is_error: bool,
     text: Option<String>,
-}
-
-/// The subagent fields of a `toolUseResult`.
-#[derive(Debug, Default)]
-struct AgentResult {
-    status: Option<String>,
-    agent_id: Option<String>,
-    agent_type: Option<String>,
-    model: Option<String>,
-    description: Option<String>,
-    prompt: Option<String>,
-    total_tokens: Option<i64>,
-    duration_ms: Option<i64>,
-    tool_use_count: Option<i64>,
-    is_async: bool,
-    output_file: Option<String>,
-    can_read_output_file: bool,
-    result_text: Option<String>,
 }
 
 /// One log's entries, in file order.
@@ -239,7 +222,9 @@ impl ChildLinks {
                     results,
                     agent_result: Some(result),
                 } => {
-                    if let (Some(agent_id), Some(first)) = (&result.agent_id, results.first()) {
+                    if let (Some(agent_id), Some(first)) =
+                        (text(result.get("agentId")), results.first())
+                    {
                         links
                             .by_agent_id
                             .entry(agent_id.clone())
@@ -445,7 +430,7 @@ impl Replay {
         capture: &mut Capture,
         session: &str,
         result: ToolResult,
-        agent_result: &mut Option<Box<AgentResult>>,
+        agent_result: &mut Option<Box<Map<String, Value>>>,
         spawning_call: Option<&str>,
         at: Timestamp,
     ) {
@@ -458,7 +443,7 @@ impl Replay {
         if let Some(task) = known.subagent.as_mut() {
             // The entry's one `toolUseResult` belongs to its first subagent result.
             if let Some(agent) = agent_result.take() {
-                merge_agent_result(task, *agent);
+                task.merge_claude_result(&agent);
             }
             if task.result_text.as_deref().is_none_or(str::is_empty) {
                 task.result_text = result.text;
@@ -500,42 +485,6 @@ fn tool_frame(
         dialect: known.subagent.as_ref().map(|_| Dialect::Claude),
         origin,
     }
-}
-
-/// Never-blank merge (AC-4): an absent or empty value keeps the known one; metrics of 0
-/// are "not reported" except the tool-use count.
-fn merge_agent_result(task: &mut SubagentTask, result: AgentResult) {
-    let replace = |slot: &mut Option<String>, value: Option<String>| {
-        if let Some(value) = value.filter(|v| !v.is_empty()) {
-            *slot = Some(value);
-        }
-    };
-    let fill = |slot: &mut String, value: Option<String>| {
-        if slot.is_empty()
-            && let Some(value) = value
-        {
-            *slot = value;
-        }
-    };
-    replace(&mut task.status, result.status);
-    replace(&mut task.agent_id, result.agent_id);
-    replace(&mut task.model, result.model);
-    replace(&mut task.output_file, result.output_file);
-    replace(&mut task.result_text, result.result_text);
-    fill(&mut task.subagent_type, result.agent_type);
-    fill(&mut task.description, result.description);
-    fill(&mut task.prompt, result.prompt);
-    if let Some(tokens) = result.total_tokens.filter(|n| *n != 0) {
-        task.total_tokens = Some(tokens);
-    }
-    if let Some(ms) = result.duration_ms.filter(|n| *n != 0) {
-        task.duration_ms = Some(ms);
-    }
-    if result.tool_use_count.is_some() {
-        task.tool_use_count = result.tool_use_count;
-    }
-    task.is_async |= result.is_async;
-    task.can_read_output_file |= result.can_read_output_file;
 }
 
 /// One log line -> an entry (`None`: an entry type or shape that records nothing).
@@ -584,8 +533,8 @@ fn parse_entry(line: &[u8], fallback_session: &str, number: u64) -> Result<Optio
                 results,
                 agent_result: object
                     .get("toolUseResult")
-                    .and_then(agent_result)
-                    .map(Box::new),
+                    .and_then(Value::as_object)
+                    .map(|result| Box::new(result.clone())),
             }
         } else if is_meta {
             return Ok(None);
@@ -615,14 +564,6 @@ fn text(value: Option<&Value>) -> Option<String> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
-}
-
-/// A JSON number truncated to i64 (DESIGN 3.3); anything else is absent.
-fn metric(value: Option<&Value>) -> Option<i64> {
-    let number = value?.as_number()?;
-    number
-        .as_i64()
-        .or_else(|| number.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
 }
 
 fn blocks(content: Option<&Value>) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
@@ -699,27 +640,6 @@ fn tool_result(block: &serde_json::Map<String, Value>) -> Option<ToolResult> {
     })
 }
 
-fn agent_result(value: &Value) -> Option<AgentResult> {
-    let object = value.as_object()?;
-    let get = |key: &str| object.get(key);
-    Some(AgentResult {
-        status: text(get("status")),
-        agent_id: text(get("agentId")),
-        agent_type: text(get("agentType")),
-        model: text(get("resolvedModel")).or_else(|| text(get("model"))),
-        description: text(get("description")),
-        prompt: text(get("prompt")),
-        total_tokens: metric(get("totalTokens")),
-        duration_ms: metric(get("totalDurationMs")),
-        tool_use_count: metric(get("totalToolUseCount")),
-        is_async: get("isAsync").and_then(Value::as_bool) == Some(true)
-            || text(get("status")).as_deref() == Some("async_launched"),
-        output_file: text(get("outputFile")),
-        can_read_output_file: get("canReadOutputFile").and_then(Value::as_bool) == Some(true),
-        result_text: joined_text(get("content")),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -739,14 +659,6 @@ mod tests {
             uses[0].subagent.as_ref().map(|t| t.subagent_type.as_str()),
             Some("t")
         );
-    }
-
-    #[test]
-    fn metrics_truncate_and_ignore_non_numbers() {
-        assert_eq!(metric(Some(&serde_json::json!(12.9))), Some(12));
-        assert_eq!(metric(Some(&serde_json::json!("12"))), None);
-        assert_eq!(metric(Some(&serde_json::json!(-3))), Some(-3));
-        assert_eq!(metric(None), None);
     }
 
     #[test]
