@@ -1139,6 +1139,17 @@ impl Tracker {
                 });
                 return;
             }
+        } else if kind == "subagent_update" {
+            // Like a tool frame without a session: reported, never accumulated, so the
+            // writer counts the missing identity (AC-2).
+            out.push(match unkeyed_native_frame(update) {
+                Some(frame) => TrackerEvent::Tool(Box::new(frame)),
+                None => TrackerEvent::Ignored {
+                    direction: Direction::AgentToClient,
+                    reason: IgnoredReason::MissingSessionId,
+                },
+            });
+            return;
         } else if !is_tool {
             // Tool frames still go out so the writer can count the missing identity.
             out.push(TrackerEvent::Ignored {
@@ -1438,6 +1449,32 @@ fn patch_native(task: &mut SubagentTask, update: &Value) {
     {
         task.set_status(Some(state));
     }
+}
+
+/// An ACP-native `subagent_update` announcing a child without naming the parent
+/// session: reported like [`unkeyed_frame`], its row id being the child session id.
+fn unkeyed_native_frame(update: &Value) -> Option<ToolFrame> {
+    let child = text_at(update, "sessionId")?;
+    let mut task = SubagentTask {
+        child_session_id: Some(child.to_owned()),
+        ..SubagentTask::default()
+    };
+    patch_native(&mut task, update);
+    Some(ToolFrame {
+        acp_session_id: String::new(),
+        tool_call_id: child.to_owned(),
+        wire_tool_call_id: child.to_owned(),
+        wire_session_id: String::new(),
+        parent_tool_call_id: None,
+        title: text_at(update, "title").map(str::to_owned),
+        kind: None,
+        tool_status: None,
+        last_tool_status: None,
+        is_new: true,
+        subagent: Some(task),
+        dialect: Some(Dialect::AcpNative),
+        origin: FrameOrigin::SubagentUpdate,
+    })
 }
 
 /// A tool frame without session or tool call id: reported (so the writer can count the

@@ -5,13 +5,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use fanout_acp::{Direction, IgnoredReason, ToolFrame, Tracker, TrackerEvent};
+use fanout_acp::{Direction, ToolFrame, Tracker, TrackerEvent};
 use fanout_store::{
     MessageRecord, SessionRecord, Store, StoreError, SubagentRecord, Timestamp, TurnRecord,
     UNKNOWN_EXECUTION, WriteOp,
 };
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::counters::{
     FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
@@ -207,11 +206,11 @@ impl Capture {
         self.stats.frames_seen += 1;
         metrics::counter!(FRAMES_SEEN_METRIC).increment(1);
         for event in self.tracker.observe_bytes(direction, line) {
-            self.on_event(event, line, observed_at);
+            self.on_event(event, observed_at);
         }
     }
 
-    fn on_event(&mut self, event: TrackerEvent, line: &[u8], at: Timestamp) {
+    fn on_event(&mut self, event: TrackerEvent, at: Timestamp) {
         match event {
             TrackerEvent::SessionOpened {
                 acp_session_id,
@@ -232,10 +231,6 @@ impl Capture {
                 self.queue_end_turn(&acp_session_id, &request_id, stop_reason, at)
             }
             TrackerEvent::Tool(frame) => self.queue_tool_frame(&frame, at),
-            TrackerEvent::Ignored {
-                direction,
-                reason: IgnoredReason::MissingSessionId,
-            } => self.on_missing_session(direction, line, at),
             TrackerEvent::NotUnderstood { .. } => {
                 self.stats.frames_not_understood += 1;
                 metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC).increment(1);
@@ -451,36 +446,6 @@ impl Capture {
         });
         if let Some(record) = prepared {
             self.pending.push(Pending::Subagent { record });
-        }
-    }
-
-    /// Kandev parity for AC-2: a subagent launch sent without a session id is counted as
-    /// `skipped_no_identity`. The tracker drops such frames, so a throwaway tracker
-    /// recognises this one line under a placeholder session.
-    fn on_missing_session(&mut self, direction: Direction, line: &[u8], at: Timestamp) {
-        const PLACEHOLDER: &str = "\u{0}fanout-missing-session";
-        let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
-            return;
-        };
-        let is_update = message.get("method").and_then(Value::as_str) == Some("session/update");
-        let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
-            return;
-        };
-        if !is_update {
-            return;
-        }
-        params.insert("sessionId".to_owned(), Value::from(PLACEHOLDER));
-        let mut probe = Tracker::new();
-        for event in probe.observe(direction, &message.to_string()) {
-            if let TrackerEvent::Tool(frame) = event
-                && let Some(task) = frame.subagent.clone()
-            {
-                tracing::warn!(
-                    tool_call_id = %frame.tool_call_id,
-                    "subagent frame without a session id: not recorded"
-                );
-                self.record_subagent(&frame, task, String::new(), String::new(), None, at);
-            }
         }
     }
 

@@ -227,6 +227,29 @@ async fn an_empty_session_id_moves_only_skipped_no_identity(db: TestDb) {
     assert_eq!(count(&db.url, "task_session_messages").await, 0);
 }
 
+/// An ACP-native announcement that names its child but not the parent session is
+/// counted like a launch without a session id, and stored nowhere.
+async fn a_native_announcement_without_a_parent_session_moves_only_skipped(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.push((
+        A2C,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"subagent_update","sessionId":"child-1","description":"d","state":{"state":"running"}}}}"#
+            .to_owned(),
+    ));
+    feed(&mut capture, &lines).await;
+    assert_eq!(
+        counters(&capture),
+        CounterSnapshot {
+            attempted: 1,
+            skipped_no_identity: 1,
+            ..CounterSnapshot::default()
+        }
+    );
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+}
+
 async fn no_task_records_nothing_and_skips(db: TestDb) {
     let store = open(&db).await;
     let mut capture = Capture::new(as_store(&store), config());
@@ -507,6 +530,7 @@ both_engines!(
     a_null_turn_is_filled_by_a_later_frame,
     a_non_subagent_tool_records_nothing,
     an_empty_session_id_moves_only_skipped_no_identity,
+    a_native_announcement_without_a_parent_session_moves_only_skipped,
     no_task_records_nothing_and_skips,
     a_configured_task_wins_and_a_session_seen_first_through_traffic_gets_its_row,
     no_execution_id_is_unknown_and_counted,
