@@ -153,6 +153,9 @@ pub struct Capture {
     stats: CaptureStats,
     /// Writes of the line(s) being observed, in order; empty between calls.
     pending: Vec<Pending>,
+    /// The per-line recorder handles, looked up once.
+    frames_seen_metric: metrics::Counter,
+    not_understood_metric: metrics::Counter,
 }
 
 impl Capture {
@@ -169,6 +172,8 @@ impl Capture {
             subagent_rows: HashSet::new(),
             stats: CaptureStats::default(),
             pending: Vec::new(),
+            frames_seen_metric: metrics::counter!(FRAMES_SEEN_METRIC),
+            not_understood_metric: metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC),
         }
     }
 
@@ -204,7 +209,7 @@ impl Capture {
 
     fn interpret(&mut self, direction: Direction, line: &[u8], observed_at: Timestamp) {
         self.stats.frames_seen += 1;
-        metrics::counter!(FRAMES_SEEN_METRIC).increment(1);
+        self.frames_seen_metric.increment(1);
         for event in self.tracker.observe_bytes(direction, line) {
             self.on_event(event, observed_at);
         }
@@ -233,7 +238,7 @@ impl Capture {
             TrackerEvent::Tool(frame) => self.queue_tool_frame(&frame, at),
             TrackerEvent::NotUnderstood { .. } => {
                 self.stats.frames_not_understood += 1;
-                metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC).increment(1);
+                self.not_understood_metric.increment(1);
             }
             TrackerEvent::SessionUpdate { .. } | TrackerEvent::Ignored { .. } => {}
         }

@@ -28,7 +28,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in the order `/debug/vars` and the docs list them.
+    /// Every outcome, in declaration order (`Outcome as usize` indexes it).
     pub const ALL: [Outcome; 6] = [
         Outcome::Attempted,
         Outcome::Persisted,
@@ -55,14 +55,23 @@ impl Outcome {
 ///
 /// Invariant (AC-26): `attempted = skipped_no_identity + persisted + failed`;
 /// `anomalous_value` and `unknown_execution` qualify frames and overlap the others.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WriterCounters {
-    attempted: AtomicU64,
-    persisted: AtomicU64,
-    skipped_no_identity: AtomicU64,
-    anomalous_value: AtomicU64,
-    failed: AtomicU64,
-    unknown_execution: AtomicU64,
+    /// By `Outcome as usize` (the order of [`Outcome::ALL`]).
+    cells: [AtomicU64; 6],
+    /// The recorder's handles, looked up once rather than on every frame.
+    facade: [metrics::Counter; 6],
+}
+
+impl Default for WriterCounters {
+    fn default() -> Self {
+        Self {
+            cells: Default::default(),
+            facade: Outcome::ALL.map(
+                |outcome| metrics::counter!(SUBAGENT_CONTEXT_METRIC, "outcome" => outcome.as_str()),
+            ),
+        }
+    }
 }
 
 /// A consistent-enough copy of [`WriterCounters`] (each field read once, relaxed).
@@ -82,27 +91,19 @@ impl WriterCounters {
     }
 
     pub(crate) fn bump(&self, outcome: Outcome) {
-        let cell = match outcome {
-            Outcome::Attempted => &self.attempted,
-            Outcome::Persisted => &self.persisted,
-            Outcome::SkippedNoIdentity => &self.skipped_no_identity,
-            Outcome::AnomalousValue => &self.anomalous_value,
-            Outcome::Failed => &self.failed,
-            Outcome::UnknownExecution => &self.unknown_execution,
-        };
-        cell.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(SUBAGENT_CONTEXT_METRIC, "outcome" => outcome.as_str()).increment(1);
+        self.cells[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.facade[outcome as usize].increment(1);
     }
 
     pub fn snapshot(&self) -> CounterSnapshot {
-        let read = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
+        let read = |outcome: Outcome| self.cells[outcome as usize].load(Ordering::Relaxed);
         CounterSnapshot {
-            attempted: read(&self.attempted),
-            persisted: read(&self.persisted),
-            skipped_no_identity: read(&self.skipped_no_identity),
-            anomalous_value: read(&self.anomalous_value),
-            failed: read(&self.failed),
-            unknown_execution: read(&self.unknown_execution),
+            attempted: read(Outcome::Attempted),
+            persisted: read(Outcome::Persisted),
+            skipped_no_identity: read(Outcome::SkippedNoIdentity),
+            anomalous_value: read(Outcome::AnomalousValue),
+            failed: read(Outcome::Failed),
+            unknown_execution: read(Outcome::UnknownExecution),
         }
     }
 }
