@@ -20,7 +20,7 @@
 //! become messages of the same session whose parent is the spawning call. Entries of all
 //! logs are merged in time order, so child activity lands in the turn open at the time.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -290,16 +290,15 @@ struct Replay {
     tools: HashMap<(String, String), KnownTool>,
     /// Sessions in first-seen order, for a deterministic finish.
     order: Vec<String>,
-    seen: HashSet<String>,
 }
 
 impl Replay {
     async fn apply(&mut self, capture: &mut Capture, entry: Entry, spawning_call: Option<&str>) {
         let session = entry.session.clone();
-        if self.seen.insert(session.clone()) {
+        let had_cwd = self.opened.get(&session).copied();
+        if had_cwd.is_none() {
             self.order.push(session.clone());
         }
-        let had_cwd = self.opened.get(&session).copied();
         if had_cwd.is_none() || (had_cwd == Some(false) && entry.cwd.is_some()) {
             self.opened.insert(session.clone(), entry.cwd.is_some());
             capture
