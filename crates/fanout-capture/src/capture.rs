@@ -244,47 +244,24 @@ impl Capture {
         }
     }
 
-    /// A session was opened (or first seen): remember its cwd and write its row.
-    pub(crate) async fn open_session(
+    /// Writes queued by the `queue_*` calls and not yet committed (Claude import).
+    pub(crate) fn queued_writes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Commits the queued writes together, exactly as [`Capture::observe_batch`] does
+    /// for the lines it interpreted.
+    pub(crate) async fn commit_queued(&mut self) {
+        self.flush(Flush::Group).await;
+    }
+
+    /// A session was opened (or first seen): remember its cwd and queue its row.
+    pub(crate) fn queue_open_session(
         &mut self,
         acp_session_id: &str,
         cwd: Option<String>,
         at: Timestamp,
     ) {
-        self.queue_open_session(acp_session_id, cwd, at);
-        self.flush(Flush::EachRecord).await;
-    }
-
-    /// A prompt started: an open turn for its session.
-    pub(crate) async fn start_turn(
-        &mut self,
-        acp_session_id: &str,
-        request_id: &str,
-        at: Timestamp,
-    ) {
-        self.queue_start_turn(acp_session_id, request_id, at);
-        self.flush(Flush::EachRecord).await;
-    }
-
-    /// A prompt ended: its turn is completed (write-once) and is no longer open.
-    pub(crate) async fn end_turn(
-        &mut self,
-        acp_session_id: &str,
-        request_id: &str,
-        stop_reason: Option<String>,
-        at: Timestamp,
-    ) {
-        self.queue_end_turn(acp_session_id, request_id, stop_reason, at);
-        self.flush(Flush::EachRecord).await;
-    }
-
-    /// The tool-call message first, then the subagent writer; neither failure stops the other.
-    pub(crate) async fn record_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
-        self.queue_tool_frame(frame, at);
-        self.flush(Flush::EachRecord).await;
-    }
-
-    fn queue_open_session(&mut self, acp_session_id: &str, cwd: Option<String>, at: Timestamp) {
         let state = self.session_state(acp_session_id, at);
         if cwd.is_some() {
             state.cwd = cwd;
@@ -294,7 +271,13 @@ impl Capture {
         self.ensure_session_row(acp_session_id, at, true);
     }
 
-    fn queue_start_turn(&mut self, acp_session_id: &str, request_id: &str, at: Timestamp) {
+    /// A prompt started: an open turn for its session.
+    pub(crate) fn queue_start_turn(
+        &mut self,
+        acp_session_id: &str,
+        request_id: &str,
+        at: Timestamp,
+    ) {
         let Some(task_id) = self.ensure_session_row(acp_session_id, at, false) else {
             self.count_without_task();
             return;
@@ -324,7 +307,8 @@ impl Capture {
         self.touch_session(acp_session_id, at);
     }
 
-    fn queue_end_turn(
+    /// A prompt ended: its turn is completed (write-once) and is no longer open.
+    pub(crate) fn queue_end_turn(
         &mut self,
         acp_session_id: &str,
         request_id: &str,
@@ -365,7 +349,7 @@ impl Capture {
 
     /// The tool-call message first, then the subagent writer; neither failure stops the
     /// other (each is its own write, settled on its own).
-    fn queue_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
+    pub(crate) fn queue_tool_frame(&mut self, frame: &ToolFrame, at: Timestamp) {
         self.stats.tool_frames += 1;
         let task_id = if frame.acp_session_id.is_empty() {
             None

@@ -119,17 +119,24 @@ pub(super) async fn import_claude_session(
             agent_command: None,
         },
     );
+    // Entries are replayed into capture's queue and committed in groups, as transcript
+    // import commits its chunks: one transaction per group, not one per write.
     let mut replay = Replay::default();
     while let Some((spawning_call, entry)) = next_in_time_order(&mut streams) {
-        replay
-            .apply(&mut capture, entry, spawning_call.as_deref())
-            .await;
+        replay.apply(&mut capture, entry, spawning_call.as_deref());
+        if capture.queued_writes() >= GROUP_WRITES {
+            capture.commit_queued().await;
+        }
     }
-    replay.finish(&mut capture).await;
+    replay.finish(&mut capture);
+    capture.commit_queued().await;
     summary.capture = capture.stats();
     summary.counters = capture.counters().snapshot();
     Ok(summary)
 }
+
+/// Queued writes per group commit (about the size of a transcript-import chunk).
+const GROUP_WRITES: usize = 512;
 
 fn file_stem(path: &Path) -> Option<String> {
     path.file_stem().and_then(|s| s.to_str()).map(str::to_owned)
@@ -293,7 +300,7 @@ struct Replay {
 }
 
 impl Replay {
-    async fn apply(&mut self, capture: &mut Capture, entry: Entry, spawning_call: Option<&str>) {
+    fn apply(&mut self, capture: &mut Capture, entry: Entry, spawning_call: Option<&str>) {
         let session = entry.session.clone();
         let had_cwd = self.opened.get(&session).copied();
         if had_cwd.is_none() {
@@ -301,21 +308,18 @@ impl Replay {
         }
         if had_cwd.is_none() || (had_cwd == Some(false) && entry.cwd.is_some()) {
             self.opened.insert(session.clone(), entry.cwd.is_some());
-            capture
-                .open_session(&session, entry.cwd.clone(), entry.at)
-                .await;
+            capture.queue_open_session(&session, entry.cwd.clone(), entry.at);
         }
         match entry.kind {
             EntryKind::Prompt { key, .. } if !entry.sidechain => {
-                self.close_turn(capture, &session).await;
-                capture.start_turn(&session, &key, entry.at).await;
+                self.close_turn(capture, &session);
+                capture.queue_start_turn(&session, &key, entry.at);
                 self.turns.entry(session.clone()).or_default().open_turn = Some(key);
             }
             EntryKind::Prompt { .. } => {}
             EntryKind::Assistant { uses, stop_reason } => {
                 for tool in uses {
-                    self.tool_use(capture, &session, tool, spawning_call, entry.at)
-                        .await;
+                    self.tool_use(capture, &session, tool, spawning_call, entry.at);
                 }
                 if !entry.sidechain && stop_reason.is_some() {
                     self.turns
@@ -337,8 +341,7 @@ impl Replay {
                         &mut agent_result,
                         spawning_call,
                         entry.at,
-                    )
-                    .await;
+                    );
                 }
             }
         }
@@ -348,7 +351,7 @@ impl Replay {
     }
 
     /// Completes the session's open turn at its last activity.
-    async fn close_turn(&mut self, capture: &mut Capture, session: &str) {
+    fn close_turn(&mut self, capture: &mut Capture, session: &str) {
         let Some(turns) = self.turns.get_mut(session) else {
             return;
         };
@@ -358,13 +361,13 @@ impl Replay {
         let (Some(at), stop_reason) = (turns.last_activity, turns.last_stop_reason.take()) else {
             return;
         };
-        capture.end_turn(session, &key, stop_reason, at).await;
+        capture.queue_end_turn(session, &key, stop_reason, at);
     }
 
     /// At the end of the folder, a last turn is completed only when its last stop reason
     /// says the model finished: a log still being written keeps its turn open, and
     /// completion is write-once.
-    async fn finish(&mut self, capture: &mut Capture) {
+    fn finish(&mut self, capture: &mut Capture) {
         for session in std::mem::take(&mut self.order) {
             let finished = self.turns.get(&session).is_some_and(|t| {
                 t.last_stop_reason
@@ -372,7 +375,7 @@ impl Replay {
                     .is_some_and(|reason| reason != "tool_use")
             });
             if finished {
-                self.close_turn(capture, &session).await;
+                self.close_turn(capture, &session);
             }
         }
     }
@@ -397,7 +400,7 @@ impl Replay {
         (is_new, known)
     }
 
-    async fn tool_use(
+    fn tool_use(
         &mut self,
         capture: &mut Capture,
         session: &str,
@@ -421,10 +424,10 @@ impl Replay {
             is_new,
             FrameOrigin::ToolCall,
         );
-        capture.record_tool_frame(&frame, at).await;
+        capture.queue_tool_frame(&frame, at);
     }
 
-    async fn tool_result(
+    fn tool_result(
         &mut self,
         capture: &mut Capture,
         session: &str,
@@ -457,7 +460,7 @@ impl Replay {
             is_new,
             FrameOrigin::ToolCallUpdate,
         );
-        capture.record_tool_frame(&frame, at).await;
+        capture.queue_tool_frame(&frame, at);
     }
 }
 
