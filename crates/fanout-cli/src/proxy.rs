@@ -120,27 +120,32 @@ fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
     let store = fanout_store::redact_url(database_url);
     if outcome.frames_dropped > 0 {
         eprintln!(
-            "fanout proxy: {} line(s) were dropped because capture fell behind (forwarding was not affected); they are in neither the store nor the transcript",
+            "fanout proxy: {} line(s) were dropped because a queue was full (forwarding was not affected); they are in neither the store nor the transcript",
             outcome.frames_dropped
         );
     }
     let transcript = outcome.transcript.as_ref().map(|p| p.display().to_string());
     let replay = |path: &str| format!("`fanout import --db {store} {path}`");
+    let has = if outcome.frames_dropped > 0 {
+        "every line but the dropped ones"
+    } else {
+        "every line"
+    };
+    let missing = outcome.frames_transcript_only
+        + outcome.frames_unprocessed
+        + outcome.counters.failed
+        + outcome.capture.store_errors;
     if !outcome.store_connected {
         match &transcript {
             Some(path) => eprintln!(
-                "fanout proxy: the store {store} was not available; nothing was recorded in it. The transcript has every line: {} once it is back",
+                "fanout proxy: the store {store} was not available; nothing was recorded in it. The transcript has {has}: {} once it is back",
                 replay(path)
             ),
             None => eprintln!(
                 "fanout proxy: the store {store} was not available and there is no transcript: this run was not recorded"
             ),
         }
-    } else if outcome.frames_unprocessed + outcome.counters.failed + outcome.capture.store_errors
-        > 0
-    {
-        let missing =
-            outcome.frames_unprocessed + outcome.counters.failed + outcome.capture.store_errors;
+    } else if missing > 0 {
         match &transcript {
             Some(path) => eprintln!(
                 "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}; the transcript has them: {}",

@@ -646,10 +646,16 @@ fn the_proxy_serves_its_live_counters_on_loopback() {
         Some(2.0),
         "{page}"
     );
-    // Nothing was dropped, and the series says so (registered at start, not on first drop).
-    for direction in ["c2a", "a2c"] {
-        let series = format!("fanout_proxy_frames_dropped_total{{direction=\"{direction}\"}}");
-        assert_eq!(prometheus_value(&page, &series), Some(0.0), "{page}");
+    // Nothing was dropped or left to the transcript alone, and the series say so
+    // (registered at start, not on first drop).
+    for name in [
+        "fanout_proxy_frames_dropped_total",
+        "fanout_proxy_frames_transcript_only_total",
+    ] {
+        for direction in ["c2a", "a2c"] {
+            let series = format!("{name}{{direction=\"{direction}\"}}");
+            assert_eq!(prometheus_value(&page, &series), Some(0.0), "{page}");
+        }
     }
     assert!(
         page.contains("# TYPE fanout_proxy_frames_dropped_total counter"),

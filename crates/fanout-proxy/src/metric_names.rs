@@ -5,8 +5,12 @@
 pub const FRAMES: &str = "fanout_proxy_frames_total";
 /// Bytes forwarded, `direction`.
 pub const BYTES: &str = "fanout_proxy_bytes_total";
-/// Lines the tap dropped because the queue was full (forwarding went on), `direction`.
+/// Lines in neither the store nor the transcript: the tap queue was full, or capture
+/// was behind and there was no transcript (forwarding went on), `direction`.
 pub const FRAMES_DROPPED: &str = "fanout_proxy_frames_dropped_total";
+/// Lines in the transcript that capture was too far behind to take (a slow store);
+/// `fanout import` of the transcript records them, `direction`.
+pub const FRAMES_TRANSCRIPT_ONLY: &str = "fanout_proxy_frames_transcript_only_total";
 /// Lines longer than the framing bound: forwarded, not observed, `direction`.
 pub const FRAMES_OVERSIZED: &str = "fanout_proxy_frames_oversized_total";
 /// Lines queued when the proxy stopped that the store did not get in time (they are
@@ -27,7 +31,11 @@ pub(crate) fn describe_all() {
     metrics::describe_counter!(BYTES, "Bytes forwarded, by direction.");
     metrics::describe_counter!(
         FRAMES_DROPPED,
-        "Lines dropped by the tap because its queue was full; forwarding was not affected."
+        "Lines in neither the store nor the transcript (a queue was full); forwarding was not affected."
+    );
+    metrics::describe_counter!(
+        FRAMES_TRANSCRIPT_ONLY,
+        "Lines capture was too far behind to take; they are in the transcript (fanout import records them)."
     );
     metrics::describe_counter!(
         FRAMES_OVERSIZED,

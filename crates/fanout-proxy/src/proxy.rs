@@ -36,10 +36,15 @@ pub const EXECUTION_ID_ENV: &str = "FANOUT_AGENT_EXECUTION_ID";
 /// Knobs with defaults that suit an interactive agent; tests and benchmarks shrink them.
 #[derive(Clone, Debug)]
 pub struct ProxyTuning {
-    /// Frames the tap queue holds before it drops.
+    /// Frames the tap queue (pumps to transcript) holds before it drops.
     pub queue_frames: usize,
     /// Bytes the tap queue holds before it drops.
     pub queue_bytes: usize,
+    /// Frames the capture queue (transcript to store) holds before lines go to the
+    /// transcript only.
+    pub capture_queue_frames: usize,
+    /// Bytes the capture queue holds before lines go to the transcript only.
+    pub capture_queue_bytes: usize,
     /// Longest line observed (longer ones are forwarded, counted, not observed).
     pub max_line_bytes: usize,
     /// Read buffer of each pump.
@@ -67,6 +72,8 @@ impl Default for ProxyTuning {
         ProxyTuning {
             queue_frames: 16 * 1024,
             queue_bytes: 64 * 1024 * 1024,
+            capture_queue_frames: 16 * 1024,
+            capture_queue_bytes: 64 * 1024 * 1024,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             chunk_bytes: 64 * 1024,
             store_retry: Duration::from_secs(5),
@@ -133,8 +140,10 @@ pub struct ProxyOutcome {
     pub exit: AgentExit,
     pub execution_id: String,
     pub transcript: Option<PathBuf>,
-    /// Lines the tap dropped (queue full); forwarded, but neither captured nor in the transcript.
+    /// Lines forwarded but neither captured nor in the transcript (a queue was full).
     pub frames_dropped: u64,
+    /// Lines capture was too far behind to take; they are in the transcript.
+    pub frames_transcript_only: u64,
     /// Lines queued at exit that the store did not get in time; they are in the transcript.
     pub frames_unprocessed: u64,
     /// Whether the store was open when the run ended.
@@ -244,6 +253,8 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
             store: Arc::clone(&store),
             store_first_wait: tuning.store_first_wait,
             warn_interval: tuning.warn_interval,
+            capture_queue_frames: tuning.capture_queue_frames,
+            capture_queue_bytes: tuning.capture_queue_bytes,
         }
         .run(control_rx),
     );
@@ -328,6 +339,7 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         execution_id,
         transcript: transcript_path,
         frames_dropped: shared.dropped.load(Ordering::Relaxed),
+        frames_transcript_only: report.transcript_only,
         frames_unprocessed: report.unprocessed,
         store_connected,
         store_errors: store.errors(),

@@ -45,7 +45,7 @@ impl QueueBudget {
         }
     }
 
-    fn try_take(&self, bytes: usize) -> bool {
+    pub(crate) fn try_take(&self, bytes: usize) -> bool {
         let before = self.queued_bytes.fetch_add(bytes, Ordering::AcqRel);
         if before.saturating_add(bytes) > self.max_bytes && before > 0 {
             // Over budget; a single line larger than the whole budget still goes when
@@ -61,7 +61,8 @@ impl QueueBudget {
     }
 }
 
-/// State shared by both directions' taps: the WARN limiters and the drop total.
+/// State shared by both directions' taps and the consumer: the WARN limiters and the
+/// drop total.
 #[derive(Debug)]
 pub(crate) struct TapShared {
     pub budget: QueueBudget,
@@ -79,6 +80,20 @@ impl TapShared {
             oversized: AtomicU64::new(0),
             drop_warn: RateLimit::new(warn_interval),
             oversized_warn: RateLimit::new(warn_interval),
+        }
+    }
+
+    /// A line that is in neither the store nor the transcript: counted (`metric` is
+    /// its direction's series) and WARNed at most once per interval.
+    pub(crate) fn count_drop(&self, direction: Direction, metric: &metrics::Counter, why: &str) {
+        metric.increment(1);
+        let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.drop_warn.ready() {
+            tracing::warn!(
+                direction = direction.as_str(),
+                dropped_so_far = total,
+                "{why}: lines are being dropped, neither captured nor in the transcript (forwarding is not affected)"
+            );
         }
     }
 }
@@ -152,15 +167,8 @@ impl Tap {
     }
 
     fn count_drop(&self) {
-        self.dropped.increment(1);
-        let total = self.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.shared.drop_warn.ready() {
-            tracing::warn!(
-                direction = self.direction.as_str(),
-                dropped_so_far = total,
-                "capture queue full: frames are being dropped (forwarding is not affected)"
-            );
-        }
+        self.shared
+            .count_drop(self.direction, &self.dropped, "the tap queue is full");
     }
 }
 
