@@ -44,7 +44,6 @@ pub(crate) enum Control {
 /// What the consumer did.
 #[derive(Debug, Default)]
 pub(crate) struct ConsumerReport {
-    pub frames: u64,
     /// Lines in the transcript that capture was too far behind to take.
     pub transcript_only: u64,
     pub unprocessed: u64,
@@ -142,17 +141,17 @@ impl Consumer {
         }
         .run(control)
         .await;
-        let mut report = match capturer.join().await {
-            Ok(report) => report,
-            Err(error) => {
-                tracing::warn!("the capture task failed: {error}");
-                ConsumerReport::default()
-            }
-        };
-        report.frames = recorded.frames;
-        report.transcript_only = recorded.transcript_only;
-        report.transcript_errors = recorded.transcript_errors;
-        report
+        let captured = capturer.join().await.unwrap_or_else(|error| {
+            tracing::warn!("the capture task failed: {error}");
+            Captured::default()
+        });
+        ConsumerReport {
+            transcript_only: recorded.transcript_only,
+            unprocessed: captured.unprocessed,
+            transcript_errors: recorded.transcript_errors,
+            counters: captured.counters,
+            capture: captured.capture,
+        }
     }
 }
 
@@ -184,10 +183,9 @@ struct Recorder {
     behind_warn: RateLimit,
 }
 
-/// What the recorder did (the capture side fills the rest of [`ConsumerReport`]).
+/// What the recorder did.
 #[derive(Default)]
 struct Recorded {
-    frames: u64,
     transcript_only: u64,
     transcript_errors: u64,
 }
@@ -230,7 +228,6 @@ impl Recorder {
 
     fn record(&mut self, frame: TapFrame, recorded: &mut Recorded) {
         self.shared.budget.give_back(frame.line.len());
-        recorded.frames += 1;
         let transcribed = match self.transcript.as_mut() {
             Some(writer) => match writer.append(frame.observed_at, frame.direction, &frame.line) {
                 Ok(()) => true,
@@ -247,15 +244,11 @@ impl Recorder {
             self.behind(direction, transcribed, recorded);
             return;
         }
-        match self.to_capture.try_send(frame) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.budget.give_back(len);
-                self.behind(direction, transcribed, recorded);
-            }
-            // The capturer has stopped (it cannot before this sender is gone, unless
-            // it failed): the line is where the transcript put it.
-            Err(mpsc::error::TrySendError::Closed(_)) => self.budget.give_back(len),
+        // Closed: the capturer failed (it cannot stop before this sender is gone), so
+        // it is as far behind as can be.
+        if self.to_capture.try_send(frame).is_err() {
+            self.budget.give_back(len);
+            self.behind(direction, transcribed, recorded);
         }
     }
 
@@ -302,8 +295,8 @@ struct Capturer {
 }
 
 impl Capturer {
-    async fn run(mut self, mut control: watch::Receiver<Control>) -> ConsumerReport {
-        let mut report = ConsumerReport::default();
+    async fn run(mut self, mut control: watch::Receiver<Control>) -> Captured {
+        let mut report = Captured::default();
         let unprocessed = metrics::counter!(metric_names::FRAMES_UNPROCESSED);
         let mut abandon = false;
         tokio::select! {
@@ -359,6 +352,14 @@ impl Capturer {
         report.capture = self.capture.stats();
         report
     }
+}
+
+/// What the capturer did.
+#[derive(Default)]
+struct Captured {
+    unprocessed: u64,
+    counters: CounterSnapshot,
+    capture: CaptureStats,
 }
 
 #[cfg(test)]
@@ -489,7 +490,6 @@ mod tests {
             .map(|(_, line)| String::from_utf8(line).unwrap())
             .collect();
         assert_eq!(recorded, sent, "the transcript holds every line, in order");
-        assert_eq!(report.frames, LINES as u64);
         assert_eq!(shared.dropped.load(Ordering::Relaxed), 0, "nothing dropped");
         // Capture holds at most one batch in hand and a full capture queue; every
         // other line went to the transcript only.
