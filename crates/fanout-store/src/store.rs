@@ -369,13 +369,22 @@ impl SqlStore {
                 // Explicitly, because the implicit checkpoint of the last connection to
                 // close is skipped when another connection (a reader whose worker thread
                 // has not finished closing) still has the file open: seen under load.
-                // A failed checkpoint loses nothing; the WAL stays beside the file.
-                if !writer.is_closed()
-                    && let Err(err) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                        .execute(writer)
-                        .await
-                {
-                    tracing::debug!(target = %self.target, error = %err, "WAL checkpoint at close failed");
+                // A checkpoint that fails or is blocked (another process still reading)
+                // loses nothing; the WAL stays beside the file.
+                if !writer.is_closed() {
+                    let checkpoint: Result<(i64, i64, i64), _> =
+                        sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+                            .fetch_one(writer)
+                            .await;
+                    match checkpoint {
+                        Ok((0, _, _)) => {}
+                        Ok(_) => {
+                            tracing::debug!(target = %self.target, "WAL checkpoint at close blocked by a reader")
+                        }
+                        Err(err) => {
+                            tracing::debug!(target = %self.target, error = %err, "WAL checkpoint at close failed")
+                        }
+                    }
                 }
                 writer.close().await;
             }
