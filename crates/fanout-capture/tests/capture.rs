@@ -209,20 +209,25 @@ async fn a_non_subagent_tool_records_nothing(db: TestDb) {
     assert_eq!(capture.stats().message_writes, 2);
 }
 
-async fn an_empty_session_id_moves_only_skipped_no_identity(db: TestDb) {
-    let store = open(&db).await;
-    let mut capture = Capture::new(as_store(&store), config());
-    let mut lines = session_new().to_vec();
-    lines.push(launch("", "t1"));
-    feed(&mut capture, &lines).await;
+/// One launch was attempted and skipped for lack of identity; no other counter moved.
+fn assert_only_skipped_no_identity(capture: &Capture) {
     assert_eq!(
-        counters(&capture),
+        counters(capture),
         CounterSnapshot {
             attempted: 1,
             skipped_no_identity: 1,
             ..CounterSnapshot::default()
         }
     );
+}
+
+async fn an_empty_session_id_moves_only_skipped_no_identity(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.push(launch("", "t1"));
+    feed(&mut capture, &lines).await;
+    assert_only_skipped_no_identity(&capture);
     assert_eq!(count(&db.url, "task_session_subagents").await, 0);
     assert_eq!(count(&db.url, "task_session_messages").await, 0);
 }
@@ -239,14 +244,7 @@ async fn a_native_announcement_without_a_parent_session_moves_only_skipped(db: T
             .to_owned(),
     ));
     feed(&mut capture, &lines).await;
-    assert_eq!(
-        counters(&capture),
-        CounterSnapshot {
-            attempted: 1,
-            skipped_no_identity: 1,
-            ..CounterSnapshot::default()
-        }
-    );
+    assert_only_skipped_no_identity(&capture);
     assert_eq!(count(&db.url, "task_session_subagents").await, 0);
 }
 
@@ -268,14 +266,7 @@ async fn no_task_records_nothing_and_skips(db: TestDb) {
         launch(ACP, "t1"),
     ];
     feed(&mut capture, &lines).await;
-    assert_eq!(
-        counters(&capture),
-        CounterSnapshot {
-            attempted: 1,
-            skipped_no_identity: 1,
-            ..CounterSnapshot::default()
-        }
-    );
+    assert_only_skipped_no_identity(&capture);
     for table in common::TABLES {
         assert_eq!(count(&db.url, table).await, 0, "{table}");
     }
