@@ -24,6 +24,18 @@ pub enum StoreError {
         supported: i64,
     },
 
+    #[error("no database at {target}: the SQLite file {path} does not exist")]
+    NoDatabase { target: String, path: String },
+
+    #[error(
+        "{target} has no fanout schema (schema version {found}, this build writes {current}): run `fanout migrate --db {target}` first"
+    )]
+    NotMigrated {
+        target: String,
+        found: String,
+        current: i64,
+    },
+
     #[error("cannot create the schema in {target}: {cause}")]
     Schema { target: String, cause: sqlx::Error },
 

@@ -212,6 +212,11 @@ pub struct OpenOptions {
     /// PostgreSQL only: the session `TimeZone` of every connection (sqlx starts sessions
     /// in UTC). Results never depend on it (AC-24e); tests use it to prove that.
     pub postgres_session_time_zone: Option<String>,
+    /// Open an existing fanout database to read it, changing nothing: no file is
+    /// created, no schema or migration (backfill, activation keys) runs, and
+    /// PostgreSQL sessions are read-only. A missing SQLite file or a database without
+    /// the current schema is an error that says so.
+    pub read_only: bool,
 }
 
 /// The SQL store. Open it with [`SqlStore::open`].
@@ -222,6 +227,7 @@ pub struct SqlStore {
     statements: Statements,
     target: String,
     report: MigrationReport,
+    read_only: bool,
 }
 
 /// Runs `$body` with `$pool` bound to the writer pool of whichever engine is in use.
@@ -320,7 +326,7 @@ impl SqlStore {
     pub async fn open_with(url: &str, options: &OpenOptions) -> Result<Self, StoreError> {
         let target = redact_url(url);
         let pools = if let Some(path) = sqlite_path(url) {
-            open_sqlite(path, &target).await?
+            open_sqlite(path, &target, options).await?
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             open_postgres(url, &target, options).await?
         } else {
@@ -341,8 +347,19 @@ impl SqlStore {
                 schema_version: sql::SCHEMA_VERSION,
                 steps: Vec::new(),
             },
+            read_only: options.read_only,
         };
-        store.check_schema_version().await?;
+        let found = store.check_schema_version().await?;
+        if options.read_only {
+            if found != Some(sql::SCHEMA_VERSION) {
+                return Err(StoreError::NotMigrated {
+                    target: store.target.clone(),
+                    found: found.map_or_else(|| "none".to_owned(), |v| v.to_string()),
+                    current: sql::SCHEMA_VERSION,
+                });
+            }
+            return Ok(store);
+        }
         store.create_schema().await?;
         store.report.steps = store.run_migrations().await;
         Ok(store)
@@ -360,8 +377,9 @@ impl SqlStore {
         }
     }
 
-    /// Closes every connection. SQLite first folds its WAL into the database file, so
-    /// the file alone holds everything written (a copy of it is a whole database).
+    /// Closes every connection. A writing SQLite store first folds its WAL into the
+    /// database file, so the file alone holds everything written (a copy of it is a
+    /// whole database); a read-only one leaves the file alone.
     pub async fn close(&self) {
         match &self.pools {
             Pools::Sqlite { writer, reader } => {
@@ -371,7 +389,7 @@ impl SqlStore {
                 // has not finished closing) still has the file open: seen under load.
                 // A checkpoint that fails or is blocked (another process still reading)
                 // loses nothing; the WAL stays beside the file.
-                if !writer.is_closed() {
+                if !self.read_only && !writer.is_closed() {
                     let checkpoint: Result<(i64, i64, i64), _> =
                         sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
                             .fetch_one(writer)
@@ -416,7 +434,9 @@ impl SqlStore {
         self.count(statement, None).await
     }
 
-    async fn check_schema_version(&self) -> Result<(), StoreError> {
+    /// Refuses a database written by a newer fanout; returns the schema version the
+    /// database records (`None`: no fanout schema yet).
+    async fn check_schema_version(&self) -> Result<Option<i64>, StoreError> {
         let exists_sql = match self.dialect() {
             Dialect::Sqlite => {
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'fanout_meta'"
@@ -431,14 +451,15 @@ impl SqlStore {
         };
         let exists: i64 = with_writer!(self, pool => sqlx::query_scalar(exists_sql).fetch_one(pool).await.map_err(schema_err))?;
         if exists == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let found: Option<String> = with_writer!(self, pool => sqlx::query_scalar("SELECT value FROM fanout_meta WHERE key = $1")
             .bind(sql::KEY_SCHEMA_VERSION)
             .fetch_optional(pool)
             .await
             .map_err(schema_err))?;
-        if let Some(found) = found.and_then(|v| v.trim().parse::<i64>().ok())
+        let found = found.and_then(|v| v.trim().parse::<i64>().ok());
+        if let Some(found) = found
             && found > sql::SCHEMA_VERSION
         {
             return Err(StoreError::NewerSchema {
@@ -447,7 +468,7 @@ impl SqlStore {
                 supported: sql::SCHEMA_VERSION,
             });
         }
-        Ok(())
+        Ok(found)
     }
 
     async fn create_schema(&self) -> Result<(), StoreError> {
@@ -800,7 +821,7 @@ fn sqlite_path(url: &str) -> Option<&str> {
         .or_else(|| url.strip_prefix("sqlite:"))
 }
 
-async fn open_sqlite(path: &str, target: &str) -> Result<Pools, StoreError> {
+async fn open_sqlite(path: &str, target: &str, open: &OpenOptions) -> Result<Pools, StoreError> {
     if path.is_empty() {
         return Err(StoreError::InvalidUrl {
             url: target.to_owned(),
@@ -811,16 +832,27 @@ async fn open_sqlite(path: &str, target: &str) -> Result<Pools, StoreError> {
         path: path.to_owned(),
         cause,
     };
-    create_private_file(path).map_err(|err| open_err(sqlx::Error::Io(err)))?;
     let base = SqliteConnectOptions::new()
         .filename(path)
         .foreign_keys(true)
         .busy_timeout(Duration::from_secs(5));
-    let writer_opts = base
-        .clone()
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal);
+    let writer_opts = if open.read_only {
+        // Creating it would turn a typo in --db into an empty database that reads as
+        // "nothing written"; and a reader sets no journal mode (that is a write).
+        if !std::path::Path::new(path).exists() {
+            return Err(StoreError::NoDatabase {
+                target: target.to_owned(),
+                path: path.to_owned(),
+            });
+        }
+        base.clone()
+    } else {
+        create_private_file(path).map_err(|err| open_err(sqlx::Error::Io(err)))?;
+        base.clone()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+    };
     // One writer connection: SQLite serialises writers anyway, and one connection
     // turns contention into queueing instead of SQLITE_BUSY.
     let writer = SqlitePoolOptions::new()
@@ -876,6 +908,12 @@ async fn open_postgres(url: &str, target: &str, open: &OpenOptions) -> Result<Po
         .close()
         .await
         .map_err(connect_err)?;
+    // A reader's sessions refuse writes, so "read-only" is the server's promise too.
+    let options = if open.read_only {
+        options.options([("default_transaction_read_only", "on")])
+    } else {
+        options
+    };
     let zone = open.postgres_session_time_zone.clone();
     let pool = PgPoolOptions::new()
         .after_connect(move |conn, _meta| {

@@ -93,6 +93,7 @@ both_engines!(
     partial_key_pair_is_completed_next_start,
     failing_step_logs_its_name_and_writes_no_key,
     newer_schema_is_refused_and_left_untouched,
+    a_read_only_open_changes_nothing,
 );
 
 async fn schema_is_idempotent_and_migrations_rerun_as_no_ops(db: TestDb) {
@@ -577,4 +578,47 @@ async fn newer_schema_is_refused_and_left_untouched(db: TestDb) {
         sqlx::query_as(CHECK).fetch_one(&mut conn).await.unwrap()
     };
     assert_eq!(check, ("99".to_owned(), 1));
+}
+
+fn read_only() -> fanout_store::OpenOptions {
+    fanout_store::OpenOptions {
+        read_only: true,
+        ..fanout_store::OpenOptions::default()
+    }
+}
+
+/// What `fanout health`/`report` open: an unactivated database with a pending backfill
+/// stays exactly so (no backfill, no keys), and reads as "no verdict" (AC-28a).
+async fn a_read_only_open_changes_nothing(db: TestDb) {
+    let store = unactivated(&db).await;
+    insert_plain(&store, "m1", "task-1", "tc-1", "2026-08-10T09:00:00Z").await;
+    store.close().await;
+
+    let reader = SqlStore::open_with(&db.url, &read_only()).await.unwrap();
+    assert!(
+        reader.migration_report().steps.is_empty(),
+        "no migration ran"
+    );
+    let health = reader.health().await.unwrap();
+    assert_eq!(health.figures, None, "no capture_since: no verdict");
+    assert_eq!(
+        reader.counts().await.unwrap().subagents,
+        0,
+        "nothing backfilled"
+    );
+    let keys = reader.activation().await.unwrap();
+    assert_eq!((keys.capture_since, keys.backfill_through), (None, None));
+    if reader.engine() == Engine::Postgres {
+        // The server refuses writes on a reader's sessions.
+        let err = reader
+            .execute_raw("DELETE FROM task_session_messages")
+            .await
+            .expect_err("a read-only PostgreSQL session refuses writes");
+        assert!(err.to_string().contains("read-only"), "{err}");
+    }
+    reader.close().await;
+
+    // A writer opening it afterwards still finds the backfill to do.
+    let writer = db.open().await.unwrap();
+    assert_eq!(writer.counts().await.unwrap().subagents_backfill, 1);
 }

@@ -188,8 +188,10 @@ async fn postgres_health_ignores_session_time_zone() {
         store.close().await;
     }
     for zone in ["Pacific/Honolulu", "Pacific/Kiritimati"] {
+        // Read as `fanout health`/`report` read: a read-only store.
         let options = fanout_store::OpenOptions {
             postgres_session_time_zone: Some(zone.to_owned()),
+            read_only: true,
         };
         let store = SqlStore::open_with(&db.url, &options).await.unwrap();
         let zone_now: i64 = store

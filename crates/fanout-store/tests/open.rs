@@ -65,31 +65,29 @@ async fn a_new_sqlite_file_is_private() {
     let store = SqlStore::open(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
-    store.close().await;
+    // While it is open the WAL files exist (a clean close removes them): all three
+    // are private.
     for file in ["fanout.db", "fanout.db-wal", "fanout.db-shm"] {
-        let meta = match std::fs::metadata(dir.path().join(file)) {
-            Ok(meta) => meta,
-            // WAL files are removed on a clean close; the database itself must exist.
-            Err(_) if file != "fanout.db" => continue,
-            Err(err) => panic!("{file}: {err}"),
-        };
+        let meta =
+            std::fs::metadata(dir.path().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
     }
+    store.close().await;
 }
 
 /// After `close` the SQLite file alone is the whole database: copying it without its
-/// `-wal` (as a backup tool or a bench copy does) loses nothing. The implicit
-/// checkpoint of the last connection used to be skipped under load (a reader still
-/// closing), leaving every row in the WAL.
+/// `-wal` (as a backup tool or a bench copy does) loses nothing. SQLite's own checkpoint
+/// at close runs only when the last connection to the file closes, which another
+/// connection (here held on purpose; under load, a reader still closing) prevents.
 #[tokio::test]
 async fn a_closed_sqlite_file_is_whole_without_its_wal() {
     use fanout_store::testing::session_record;
     use fanout_store::{Store, Timestamp};
+    use sqlx::Connection;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fanout.db");
-    let store = SqlStore::open(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
+    let url = format!("sqlite://{}", path.display());
+    let store = SqlStore::open(&url).await.unwrap();
     let now = Timestamp::now();
     for i in 0..200 {
         store
@@ -97,17 +95,17 @@ async fn a_closed_sqlite_file_is_whole_without_its_wal() {
             .await
             .unwrap();
     }
-    // Keep the readers busy up to the close, as the CLI's report does.
-    assert_eq!(
-        store
-            .query_i64("SELECT COUNT(*) FROM task_sessions")
-            .await
-            .unwrap(),
-        200
-    );
+    // A read attaches it to the WAL (opening alone does not).
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_sessions")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(seen, 200);
     store.close().await;
     let copy = dir.path().join("copy.db");
     std::fs::copy(&path, &copy).unwrap();
+    other.close().await.unwrap();
     let reopened = SqlStore::open(&format!("sqlite://{}", copy.display()))
         .await
         .unwrap();
@@ -120,4 +118,40 @@ async fn a_closed_sqlite_file_is_whole_without_its_wal() {
         "every session is in the file itself"
     );
     reopened.close().await;
+}
+
+/// A read-only open creates nothing and says what is missing: no file, or a database
+/// without the fanout schema.
+#[tokio::test]
+async fn a_read_only_open_of_a_missing_or_unmigrated_sqlite_file_is_refused() {
+    let read_only = fanout_store::OpenOptions {
+        read_only: true,
+        ..fanout_store::OpenOptions::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo.db");
+    let url = format!("sqlite://{}", missing.display());
+    let err = match SqlStore::open_with(&url, &read_only).await {
+        Ok(_) => panic!("a missing file must not open"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, StoreError::NoDatabase { .. }), "{err}");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert!(!missing.exists(), "nothing was created");
+
+    // A SQLite file that is not a fanout database (yet).
+    let other = dir.path().join("other.db");
+    std::fs::write(&other, b"").unwrap();
+    let url = format!("sqlite://{}", other.display());
+    let err = match SqlStore::open_with(&url, &read_only).await {
+        Ok(_) => panic!("a database without the schema must not open read-only"),
+        Err(err) => err,
+    };
+    assert!(matches!(err, StoreError::NotMigrated { .. }), "{err}");
+    assert!(err.to_string().contains("fanout migrate"), "{err}");
+    assert_eq!(
+        std::fs::metadata(&other).unwrap().len(),
+        0,
+        "left untouched"
+    );
 }

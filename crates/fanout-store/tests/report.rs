@@ -523,8 +523,10 @@ async fn postgres_report_ignores_session_time_zone() {
         store.close().await;
     }
     for zone in ["Pacific/Honolulu", "Pacific/Kiritimati"] {
+        // Read as `fanout health`/`report` read: a read-only store.
         let options = fanout_store::OpenOptions {
             postgres_session_time_zone: Some(zone.to_owned()),
+            read_only: true,
         };
         let store = SqlStore::open_with(&db.url, &options).await.unwrap();
         let r = report(&store, ReportScope::All).await;
