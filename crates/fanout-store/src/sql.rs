@@ -246,18 +246,7 @@ pub(crate) fn upsert_subagent(d: Dialect) -> String {
 /// so it can follow another one in a multi-statement SQLite query).
 pub(crate) fn upsert_subagent_from(d: Dialect, first: usize) -> String {
     let columns = SUBAGENT_COLUMNS.join(", ");
-    let values = SUBAGENT_COLUMNS
-        .iter()
-        .enumerate()
-        .map(|(i, col)| {
-            if col.ends_with("_at") {
-                d.ts_param(i + first)
-            } else {
-                format!("${}", i + first)
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let values = placeholders(d, &SUBAGENT_COLUMNS, first);
     let t = "task_session_subagents";
     let mut sets = vec![
         // AC-2a: the first non-NULL turn wins; a NULL is filled later.
@@ -318,23 +307,53 @@ pub(crate) fn upsert_turn(d: Dialect) -> String {
     )
 }
 
+/// The columns of [`upsert_message`], in bind order.
+const MESSAGE_COLUMNS: [&str; 10] = [
+    "id",
+    "task_session_id",
+    "task_id",
+    "turn_id",
+    "author_type",
+    "type",
+    "content",
+    "metadata",
+    "created_at",
+    "updated_at",
+];
+
+/// The parameters of [`upsert_message`].
+pub(crate) const MESSAGE_PARAMS: usize = MESSAGE_COLUMNS.len();
+
+/// `$first, $first+1, …` for `columns`, timestamps through the dialect's cast.
+fn placeholders(d: Dialect, columns: &[&str], first: usize) -> String {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, col)| {
+            if col.ends_with("_at") {
+                d.ts_param(i + first)
+            } else {
+                format!("${}", i + first)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub(crate) fn upsert_message(d: Dialect) -> String {
     format!(
-        "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, author_type, type, content, metadata, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, {}, {})
+        "INSERT INTO task_session_messages ({})
+         VALUES ({})
          ON CONFLICT (id) DO UPDATE SET
            turn_id = COALESCE(task_session_messages.turn_id, excluded.turn_id),
            type = COALESCE(excluded.type, task_session_messages.type),
            content = COALESCE(excluded.content, task_session_messages.content),
            metadata = excluded.metadata,
            updated_at = excluded.updated_at",
-        d.ts_param(9),
-        d.ts_param(10)
+        MESSAGE_COLUMNS.join(", "),
+        placeholders(d, &MESSAGE_COLUMNS, 1)
     )
 }
-
-/// The parameters of [`upsert_message`].
-pub(crate) const MESSAGE_PARAMS: usize = 10;
 
 /// SQLite only: the message upsert and then the subagent merge of the same frame, each
 /// its own unchanged statement, sent as one multi-statement query (`$1`…`$10` message,
