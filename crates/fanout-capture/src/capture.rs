@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use fanout_acp::{Direction, ToolFrame, Tracker, TrackerEvent};
+use fanout_acp::{Direction, SubagentTask, ToolFrame, Tracker, TrackerEvent};
 use fanout_store::{
     MessageRecord, SessionRecord, Store, StoreError, SubagentRecord, Timestamp, TurnRecord,
     UNKNOWN_EXECUTION, WriteOp,
@@ -148,6 +148,9 @@ pub struct Capture {
     writer: SubagentWriter,
     /// By ACP session id.
     sessions: HashMap<String, SessionState>,
+    /// How many of `sessions` have `row_written`, kept in step with every change of the
+    /// flag so `stats.sessions` is not recounted from the whole map on each write.
+    rows_written: u64,
     /// (session row id, tool_call_id) of subagent rows this capture persisted.
     subagent_rows: HashSet<(String, String)>,
     stats: CaptureStats,
@@ -156,6 +159,7 @@ pub struct Capture {
     /// The per-line recorder handles, looked up once.
     frames_seen_metric: metrics::Counter,
     not_understood_metric: metrics::Counter,
+    without_task_metric: metrics::Counter,
 }
 
 impl Capture {
@@ -169,11 +173,13 @@ impl Capture {
             agent_command: non_empty(config.agent_command),
             tracker: Tracker::new(),
             sessions: HashMap::new(),
+            rows_written: 0,
             subagent_rows: HashSet::new(),
             stats: CaptureStats::default(),
             pending: Vec::new(),
             frames_seen_metric: metrics::counter!(FRAMES_SEEN_METRIC),
             not_understood_metric: metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC),
+            without_task_metric: metrics::counter!(FRAMES_WITHOUT_TASK_METRIC),
         }
     }
 
@@ -262,12 +268,18 @@ impl Capture {
         cwd: Option<String>,
         at: Timestamp,
     ) {
-        let state = self.session_state(acp_session_id, at);
-        if cwd.is_some() {
-            state.cwd = cwd;
+        self.note_session(acp_session_id, at);
+        if let Some(state) = self.sessions.get_mut(acp_session_id) {
+            if cwd.is_some() {
+                state.cwd = cwd;
+            }
+            // Re-opening (session/load) is news about the row: rewrite it.
+            if state.row_written {
+                state.row_written = false;
+                // Never below zero: it was counted when the flag was set.
+                self.rows_written = self.rows_written.saturating_sub(1);
+            }
         }
-        // Re-opening (session/load) is news about the row: rewrite it.
-        state.row_written = false;
         self.ensure_session_row(acp_session_id, at, true);
     }
 
@@ -365,77 +377,57 @@ impl Capture {
                 let session_id = self
                     .sessions
                     .get(&frame.acp_session_id)
-                    .map(|s| s.row_id.clone())
-                    .unwrap_or_default();
-                self.record_subagent(frame, task.clone(), session_id, String::new(), None, at);
+                    .map_or("", |s| s.row_id.as_str());
+                let prepared = self.prepare_subagent(frame, task, session_id, "", None, at);
+                if let Some(record) = prepared {
+                    self.pending.push(Pending::Subagent { record });
+                }
             }
             return;
         };
         let Some(state) = self.sessions.get(&frame.acp_session_id) else {
             return;
         };
-        let session_id = state.row_id.clone();
-        let turn_id = state.open_turn.as_ref().map(|t| t.id.clone());
+        // Borrowed from the session state: the records below are the only copies.
+        let session_id = state.row_id.as_str();
+        let turn_id = state.open_turn.as_ref().map(|t| t.id.as_str());
+        // Prepared before the message is built so the message can take `task_id`;
+        // still queued after it (message first).
+        let subagent = frame
+            .subagent
+            .as_ref()
+            .and_then(|task| self.prepare_subagent(frame, task, session_id, &task_id, turn_id, at));
         if !frame.tool_call_id.is_empty() {
-            self.write_message(frame, &session_id, &task_id, turn_id.clone(), at);
+            self.pending
+                .push(message_write(frame, session_id, task_id, turn_id, at));
         }
-        if let Some(task) = &frame.subagent {
-            self.record_subagent(frame, task.clone(), session_id, task_id, turn_id, at);
+        if let Some(record) = subagent {
+            self.pending.push(Pending::Subagent { record });
         }
     }
 
-    fn write_message(
-        &mut self,
+    /// The writer's first half for one subagent frame, on borrowed values (no copy of
+    /// the payload per frame): the record to queue, or `None` when the gate drops it.
+    fn prepare_subagent(
+        &self,
         frame: &ToolFrame,
-        session_id: &str,
+        payload: &SubagentTask,
+        task_session_id: &str,
         task_id: &str,
-        turn_id: Option<String>,
+        turn_id: Option<&str>,
         at: Timestamp,
-    ) {
-        let metadata =
-            serde_json::to_string(&frame.message_metadata()).unwrap_or_else(|_| "{}".to_owned());
-        let record = MessageRecord {
-            id: message_row_id(session_id, &frame.tool_call_id),
-            task_session_id: session_id.to_owned(),
-            task_id: Some(task_id.to_owned()),
-            turn_id,
-            author_type: Some("agent".to_owned()),
-            message_type: Some("tool_call".to_owned()),
-            content: frame.title.clone(),
-            metadata,
-            created_at: at,
-            updated_at: at,
-        };
-        self.pending.push(Pending::Message {
-            record,
-            tool_call_id: frame.tool_call_id.clone(),
-            is_new: frame.is_new,
-        });
-    }
-
-    fn record_subagent(
-        &mut self,
-        frame: &ToolFrame,
-        payload: fanout_acp::SubagentTask,
-        task_session_id: String,
-        task_id: String,
-        turn_id: Option<String>,
-        at: Timestamp,
-    ) {
-        let prepared = self.writer.prepare(&SubagentFrame {
+    ) -> Option<SubagentRecord> {
+        self.writer.prepare(&SubagentFrame {
             task_session_id,
             task_id,
             turn_id,
-            tool_call_id: frame.tool_call_id.clone(),
-            parent_tool_call_id: frame.parent_tool_call_id.clone(),
-            agent_execution_id: self.execution_id.clone(),
-            tool_status: frame.tool_status.clone(),
+            tool_call_id: &frame.tool_call_id,
+            parent_tool_call_id: frame.parent_tool_call_id.as_deref(),
+            agent_execution_id: self.execution_id.as_deref(),
+            tool_status: frame.tool_status.as_deref(),
             payload,
             observed_at: at,
-        });
-        if let Some(record) = prepared {
-            self.pending.push(Pending::Subagent { record });
-        }
+        })
     }
 
     /// Sends every queued write to the store and settles its outcome.
@@ -485,9 +477,11 @@ impl Capture {
                 None,
             ) => {
                 if *creates && let Some(state) = self.sessions.get_mut(acp_session_id) {
-                    state.row_written = true;
-                    self.stats.sessions =
-                        self.sessions.values().filter(|s| s.row_written).count() as u64;
+                    if !state.row_written {
+                        state.row_written = true;
+                        self.rows_written += 1;
+                    }
+                    self.stats.sessions = self.rows_written;
                 }
             }
             (Pending::Session { record, .. }, Some(error)) => {
@@ -533,17 +527,23 @@ impl Capture {
         }
     }
 
-    fn session_state(&mut self, acp_session_id: &str, at: Timestamp) -> &mut SessionState {
+    /// Creates the session's state on first sight. Looked up before inserting: this runs
+    /// for every frame, and the key is only allocated for a new session.
+    fn note_session(&mut self, acp_session_id: &str, at: Timestamp) {
+        if self.sessions.contains_key(acp_session_id) {
+            return;
+        }
         let execution = self.execution_id.as_deref().unwrap_or(UNKNOWN_EXECUTION);
-        self.sessions
-            .entry(acp_session_id.to_owned())
-            .or_insert_with(|| SessionState {
+        self.sessions.insert(
+            acp_session_id.to_owned(),
+            SessionState {
                 row_id: session_row_id(execution, acp_session_id),
                 cwd: None,
                 started_at: at,
                 row_written: false,
                 open_turn: None,
-            })
+            },
+        );
     }
 
     /// The session's task id, queueing its row first if it is not in the store yet
@@ -556,11 +556,10 @@ impl Capture {
         at: Timestamp,
         rewrite: bool,
     ) -> Option<String> {
-        let configured_task = self.task_id.clone();
-        let state = self.session_state(acp_session_id, at);
-        let task_id = configured_task.or_else(|| state.cwd.clone())?;
-        let row_id = state.row_id.clone();
-        if !state.row_written && (rewrite || !self.session_queued(&row_id)) {
+        self.note_session(acp_session_id, at);
+        let state = self.sessions.get(acp_session_id)?;
+        let task_id = self.task_id.as_ref().or(state.cwd.as_ref())?.clone();
+        if !state.row_written && (rewrite || !self.session_queued(&state.row_id)) {
             let record = self.session_record(acp_session_id, &task_id, at)?;
             self.queue_session(acp_session_id, record, true);
         }
@@ -649,7 +648,7 @@ impl Capture {
 
     fn count_without_task(&mut self) {
         self.stats.frames_without_task += 1;
-        metrics::counter!(FRAMES_WITHOUT_TASK_METRIC).increment(1);
+        self.without_task_metric.increment(1);
     }
 
     fn store_error(
@@ -668,5 +667,34 @@ impl Capture {
             error = %error,
             "capture write failed"
         );
+    }
+}
+
+/// The tool-call message write of one frame (its first frame creates the row).
+fn message_write(
+    frame: &ToolFrame,
+    session_id: &str,
+    task_id: String,
+    turn_id: Option<&str>,
+    at: Timestamp,
+) -> Pending {
+    let metadata =
+        serde_json::to_string(&frame.message_metadata()).unwrap_or_else(|_| "{}".to_owned());
+    let record = MessageRecord {
+        id: message_row_id(session_id, &frame.tool_call_id),
+        task_session_id: session_id.to_owned(),
+        task_id: Some(task_id),
+        turn_id: turn_id.map(str::to_owned),
+        author_type: Some("agent".to_owned()),
+        message_type: Some("tool_call".to_owned()),
+        content: frame.title.clone(),
+        metadata,
+        created_at: at,
+        updated_at: at,
+    };
+    Pending::Message {
+        record,
+        tool_call_id: frame.tool_call_id.clone(),
+        is_new: frame.is_new,
     }
 }

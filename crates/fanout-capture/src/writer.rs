@@ -10,21 +10,22 @@ use fanout_store::{SubagentRecord, Timestamp, is_terminal_tool_status};
 use crate::counters::{Outcome, WriterCounters};
 
 /// One subagent frame as capture hands it over: identities, the frame's own tool
-/// status and a snapshot of the cumulative payload.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SubagentFrame {
+/// status and the cumulative payload. Borrowed from capture's own state: the record
+/// [`normalize`] builds is the only copy made per frame.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SubagentFrame<'a> {
     /// The `task_sessions.id` of the session the row belongs to.
-    pub task_session_id: String,
-    pub task_id: String,
+    pub task_session_id: &'a str,
+    pub task_id: &'a str,
     /// The turn open when the frame was observed; never created for this frame.
-    pub turn_id: Option<String>,
-    pub tool_call_id: String,
-    pub parent_tool_call_id: Option<String>,
+    pub turn_id: Option<&'a str>,
+    pub tool_call_id: &'a str,
+    pub parent_tool_call_id: Option<&'a str>,
     /// `None` or `""` is stored as `'unknown'` and counted (AC-31).
-    pub agent_execution_id: Option<String>,
+    pub agent_execution_id: Option<&'a str>,
     /// This frame's tool status; `None` = not a status change (the payload still merges).
-    pub tool_status: Option<String>,
-    pub payload: SubagentTask,
+    pub tool_status: Option<&'a str>,
+    pub payload: &'a SubagentTask,
     pub observed_at: Timestamp,
 }
 
@@ -40,7 +41,7 @@ pub(crate) enum RecordOutcome {
 /// AC-26 [`WriterCounters`]. The caller runs the upsert itself, alone or in a group
 /// commit, between [`SubagentWriter::prepare`] and [`SubagentWriter::settle`].
 #[derive(Default)]
-pub struct SubagentWriter {
+pub(crate) struct SubagentWriter {
     counters: Arc<WriterCounters>,
 }
 
@@ -58,7 +59,7 @@ impl SubagentWriter {
     /// The caller runs the upsert of the returned record (alone or in a group commit)
     /// and then MUST call [`SubagentWriter::settle`] with its outcome, so that
     /// attempted = skipped + persisted + failed holds again (AC-26).
-    pub(crate) fn prepare(&self, frame: &SubagentFrame) -> Option<SubagentRecord> {
+    pub(crate) fn prepare(&self, frame: &SubagentFrame<'_>) -> Option<SubagentRecord> {
         self.counters.bump(Outcome::Attempted);
         // AC-2: the execution id is deliberately not part of the gate (AC-31).
         if frame.task_session_id.is_empty()
@@ -107,8 +108,8 @@ impl SubagentWriter {
 
 /// The value rules of DESIGN 4.2 (AC-7…AC-11, AC-23): returns the record to upsert and
 /// whether any metric was negative (`anomalous_value`, once per frame).
-pub fn normalize(frame: &SubagentFrame) -> (SubagentRecord, bool) {
-    let task = &frame.payload;
+pub(crate) fn normalize(frame: &SubagentFrame<'_>) -> (SubagentRecord, bool) {
+    let task = frame.payload;
     let mut anomalous = false;
     // total_tokens and duration_ms: 0 means "not reported" (AC-7a).
     let mut metric = |value: Option<i64>, zero_is_unreported: bool| match value {
@@ -123,19 +124,19 @@ pub fn normalize(frame: &SubagentFrame) -> (SubagentRecord, bool) {
     let duration_ms = metric(task.duration_ms, true);
     // tool_use_count: a reported 0 is a report (AC-8).
     let tool_use_count = metric(task.tool_use_count, false);
-    let tool_status = non_empty(frame.tool_status.as_deref());
+    let tool_status = non_empty(frame.tool_status);
     // AC-11: terminality comes from the tool status only; the agent status never decides.
     let settled_at = tool_status
         .as_deref()
         .filter(|status| is_terminal_tool_status(status))
         .map(|_| frame.observed_at);
     let record = SubagentRecord {
-        task_session_id: frame.task_session_id.clone(),
-        task_id: frame.task_id.clone(),
-        turn_id: non_empty(frame.turn_id.as_deref()),
-        tool_call_id: frame.tool_call_id.clone(),
-        agent_execution_id: non_empty(frame.agent_execution_id.as_deref()),
-        parent_tool_call_id: non_empty(frame.parent_tool_call_id.as_deref()),
+        task_session_id: frame.task_session_id.to_owned(),
+        task_id: frame.task_id.to_owned(),
+        turn_id: non_empty(frame.turn_id),
+        tool_call_id: frame.tool_call_id.to_owned(),
+        agent_execution_id: non_empty(frame.agent_execution_id),
+        parent_tool_call_id: non_empty(frame.parent_tool_call_id),
         subagent_type: non_empty(Some(&task.subagent_type)),
         description: non_empty(Some(&task.description)),
         agent_id: non_empty(task.agent_id.as_deref()),
@@ -162,27 +163,29 @@ fn non_empty(value: Option<&str>) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn frame() -> SubagentFrame {
+    fn frame(payload: &SubagentTask) -> SubagentFrame<'_> {
         SubagentFrame {
-            task_session_id: "s".into(),
-            task_id: "t".into(),
+            task_session_id: "s",
+            task_id: "t",
             turn_id: None,
-            tool_call_id: "tc".into(),
+            tool_call_id: "tc",
             parent_tool_call_id: None,
-            agent_execution_id: Some("exec".into()),
+            agent_execution_id: Some("exec"),
             tool_status: None,
-            payload: SubagentTask::default(),
+            payload,
             observed_at: Timestamp::parse("2026-08-10T09:00:00Z").expect("fixed time"),
         }
     }
 
     #[test]
     fn zero_tokens_and_duration_are_unreported_but_zero_tool_uses_is_a_report() {
-        let mut f = frame();
-        f.payload.total_tokens = Some(0);
-        f.payload.duration_ms = Some(0);
-        f.payload.tool_use_count = Some(0);
-        let (record, anomalous) = normalize(&f);
+        let task = SubagentTask {
+            total_tokens: Some(0),
+            duration_ms: Some(0),
+            tool_use_count: Some(0),
+            ..SubagentTask::default()
+        };
+        let (record, anomalous) = normalize(&frame(&task));
         assert_eq!(record.total_tokens, None);
         assert_eq!(record.duration_ms, None);
         assert_eq!(record.tool_use_count, Some(0));
@@ -191,11 +194,13 @@ mod tests {
 
     #[test]
     fn negative_metrics_are_null_and_flag_the_frame_once() {
-        let mut f = frame();
-        f.payload.total_tokens = Some(-1);
-        f.payload.duration_ms = Some(-5);
-        f.payload.tool_use_count = Some(-2);
-        let (record, anomalous) = normalize(&f);
+        let mut task = SubagentTask {
+            total_tokens: Some(-1),
+            duration_ms: Some(-5),
+            tool_use_count: Some(-2),
+            ..SubagentTask::default()
+        };
+        let (record, anomalous) = normalize(&frame(&task));
         assert_eq!(
             (
                 record.total_tokens,
@@ -205,10 +210,10 @@ mod tests {
             (None, None, None)
         );
         assert!(anomalous);
-        f.payload.total_tokens = Some(7);
-        f.payload.duration_ms = None;
-        f.payload.tool_use_count = Some(-1);
-        let (record, anomalous) = normalize(&f);
+        task.total_tokens = Some(7);
+        task.duration_ms = None;
+        task.tool_use_count = Some(-1);
+        let (record, anomalous) = normalize(&frame(&task));
         assert_eq!(record.total_tokens, Some(7));
         assert_eq!(record.tool_use_count, None);
         assert!(anomalous);
@@ -216,13 +221,18 @@ mod tests {
 
     #[test]
     fn empty_texts_are_null() {
-        let mut f = frame();
-        f.turn_id = Some(String::new());
-        f.parent_tool_call_id = Some(String::new());
-        f.agent_execution_id = Some(String::new());
-        f.tool_status = Some(String::new());
-        f.payload.status = Some(String::new());
-        f.payload.model = Some(String::new());
+        let task = SubagentTask {
+            status: Some(String::new()),
+            model: Some(String::new()),
+            ..SubagentTask::default()
+        };
+        let f = SubagentFrame {
+            turn_id: Some(""),
+            parent_tool_call_id: Some(""),
+            agent_execution_id: Some(""),
+            tool_status: Some(""),
+            ..frame(&task)
+        };
         let (record, _) = normalize(&f);
         assert_eq!(record.turn_id, None);
         assert_eq!(record.parent_tool_call_id, None);
@@ -236,9 +246,12 @@ mod tests {
 
     #[test]
     fn only_a_terminal_tool_status_settles() {
-        let mut f = frame();
-        f.payload.status = Some("completed".into());
-        f.tool_status = Some("in_progress".into());
+        let task = SubagentTask {
+            status: Some("completed".into()),
+            ..SubagentTask::default()
+        };
+        let mut f = frame(&task);
+        f.tool_status = Some("in_progress");
         assert_eq!(
             normalize(&f).0.settled_at,
             None,
@@ -252,7 +265,7 @@ mod tests {
             "success",
             "complete",
         ] {
-            f.tool_status = Some(status.into());
+            f.tool_status = Some(status);
             assert_eq!(normalize(&f).0.settled_at, Some(f.observed_at), "{status}");
         }
         f.tool_status = None;
