@@ -4,7 +4,7 @@
 //! semantics): from [`fanout_acp`] events it keeps one `task_sessions` row per ACP
 //! session, one `task_session_turns` row per `session/prompt`, and one
 //! `task_session_messages` row per tool call (the metadata contract of DESIGN 4.1).
-//! Then it hands every subagent snapshot to the [`SubagentWriter`] (DESIGN 4.2) with
+//! Then it hands every subagent snapshot to the subagent writer (DESIGN 4.2) with
 //! the turn open at that moment, never creating one. It also owns [`import`]: reading
 //! fanout transcripts and Claude Code's native session folders into the same rows.
 //!
@@ -49,4 +49,3 @@ pub use counters::{
     Outcome, STORE_ERRORS_METRIC, SUBAGENT_CONTEXT_METRIC, WriterCounters,
 };
 pub use ids::{message_row_id, session_row_id, turn_row_id};
-pub use writer::{SubagentFrame, SubagentWriter, normalize};
