@@ -28,6 +28,7 @@ use fanout_acp::{Dialect, FrameOrigin, SubagentTask, ToolFrame};
 use fanout_store::{Store, Timestamp, is_terminal_tool_status};
 use serde_json::{Map, Value};
 
+use super::discover::subagent_log_agent_id;
 use super::lines::NumberedLines;
 use super::{FileSummary, ImportError, ImportProgress, SourceKind};
 use crate::capture::{Capture, CaptureConfig};
@@ -100,7 +101,7 @@ pub(super) async fn import_claude_session(
     let parent = read_log(log, &fallback_session, None, &mut summary, progress).await?;
     let mut children = Vec::new();
     for path in subagent_logs {
-        let agent_id = file_stem(path).and_then(|s| s.strip_prefix("agent-").map(str::to_owned));
+        let agent_id = subagent_log_agent_id(path).map(str::to_owned);
         children.push(read_log(path, &fallback_session, agent_id, &mut summary, progress).await?);
     }
 

@@ -148,12 +148,18 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>, failures: &mut Vec<FileFailure>) {
     }
 }
 
+/// The agent id of a Claude subagent log, from its file name `agent-<id>.jsonl`;
+/// `None` for any other file. The one place that file-name rule is written.
+pub(super) fn subagent_log_agent_id(path: &Path) -> Option<&str> {
+    path.file_name()?
+        .to_str()?
+        .strip_prefix("agent-")?
+        .strip_suffix(".jsonl")
+}
+
 /// `<dir>/<id>/subagents/agent-*.jsonl` -> `<dir>/<id>.jsonl`, when that log exists.
 fn parent_log_of(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_str()?;
-    if !(name.starts_with("agent-") && name.ends_with(".jsonl")) {
-        return None;
-    }
+    subagent_log_agent_id(path)?;
     let subagents = path.parent()?;
     if subagents.file_name()? != "subagents" {
         return None;
@@ -176,11 +182,7 @@ fn subagent_logs_of(log: &Path) -> Vec<PathBuf> {
     let mut logs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("agent-") && n.ends_with(".jsonl"))
-        })
+        .filter(|p| subagent_log_agent_id(p).is_some())
         .collect();
     logs.sort();
     logs
