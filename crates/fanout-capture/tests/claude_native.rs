@@ -373,6 +373,80 @@ async fn a_log_still_being_written_keeps_its_last_turn_open(db: TestDb) {
     assert_eq!(rows[0].settled_at, None);
 }
 
+/// A subagent log whose agent id no result names (`agent-zz.jsonl`) is linked to its
+/// spawning call by its first sidechain prompt: its tool call nests under the launch
+/// whose `input.prompt` is that text, not under another launch of the same turn.
+async fn a_child_log_without_a_known_agent_id_links_by_prompt(db: TestDb) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join(format!("{SESSION}.jsonl"));
+    let subagents = dir.path().join(SESSION).join("subagents");
+    std::fs::create_dir_all(&subagents).expect("folders");
+    let [first_prompt, first_launch] = prompt_and_open_launch();
+    write_jsonl(
+        &log,
+        &[
+            first_prompt,
+            first_launch,
+            tool_use(
+                "u3",
+                "2026-08-03T15:32:21.100Z",
+                false,
+                "toolu_B",
+                "Agent",
+                json!({"description": "e", "prompt": "Check the style"}),
+            ),
+            // Names agent `b2`, not `zz`: the id cannot link the child log.
+            tool_result(
+                "u4",
+                "2026-08-03T15:32:25.000Z",
+                false,
+                "toolu_B",
+                "done",
+                Some(json!({"status": "completed", "agentId": "b2"})),
+            ),
+        ],
+    );
+    write_jsonl(
+        &subagents.join("agent-zz.jsonl"),
+        &[
+            prompt("z1", "2026-08-03T15:32:21.300Z", "Check the style", true),
+            tool_use(
+                "z2",
+                "2026-08-03T15:32:22.000Z",
+                true,
+                "toolu_Z1",
+                "Grep",
+                json!({"pattern": "unwrap"}),
+            ),
+        ],
+    );
+    let store = open(&db).await;
+    let summary = import_paths(as_store(&store), std::slice::from_ref(&log), &NoProgress).await;
+    assert!(!summary.has_failures(), "{summary:#?}");
+    assert_eq!(summary.files[0].subagent_logs.len(), 1);
+
+    let session = session_row_id("unknown", SESSION);
+    let (turn, _, metadata) = common::message(&db.url, &message_row_id(&session, "toolu_Z1"))
+        .await
+        .expect("child message");
+    assert_eq!(
+        metadata["parent_tool_call_id"], "toolu_B",
+        "linked by prompt"
+    );
+    assert_eq!(
+        turn.as_deref(),
+        Some(turn_row_id(&session, "u1").as_str()),
+        "in the turn open then"
+    );
+    let rows = store.subagents_by_session(&session).await.expect("rows");
+    let ids: Vec<&str> = rows.iter().map(|r| r.tool_call_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["toolu_A", "toolu_B"],
+        "the child call is no subagent row"
+    );
+}
+
 /// A bad line is reported with its file and line; the rest of the log still imports.
 async fn a_bad_line_is_reported_and_the_rest_imports(db: TestDb) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -402,4 +476,5 @@ both_engines!(
     native_folder_imports_to_the_right_rows,
     a_log_still_being_written_keeps_its_last_turn_open,
     a_bad_line_is_reported_and_the_rest_imports,
+    a_child_log_without_a_known_agent_id_links_by_prompt,
 );
