@@ -15,6 +15,7 @@
 //! Sizes: `FANOUT_BENCH_FRAMES` (default 20000 per side per round),
 //! `FANOUT_BENCH_BATCH` (lines per batch, default 14).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -84,6 +85,22 @@ fn traffic(session: &str, tag: &str, count: usize) -> Vec<(Direction, String)> {
     lines
 }
 
+/// What capture must write for `lines`: one subagent write per tool frame (every tool
+/// frame of [`traffic`] is an `Agent` call's), and one subagent row per distinct call.
+/// Read from the lines themselves, so a capture that stops writing fails the bench.
+fn expected_subagent_writes(lines: &[(Direction, String)]) -> (u64, u64) {
+    let mut calls = HashSet::new();
+    let mut frames = 0;
+    for (_, line) in lines {
+        let value: serde_json::Value = serde_json::from_str(line).expect("bench line is JSON");
+        if let Some(id) = value["params"]["update"]["toolCallId"].as_str() {
+            frames += 1;
+            calls.insert(id.to_owned());
+        }
+    }
+    (frames, calls.len() as u64)
+}
+
 fn opening(session: &str) -> [(Direction, String); 2] {
     [
         (
@@ -148,6 +165,8 @@ async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
     for round in 0..rounds {
         let session = format!("bench-session-{round}");
         let lines = traffic(&session, &format!("r{round}"), frames);
+        let (expected_writes, expected_rows) = expected_subagent_writes(&lines);
+        assert!(expected_writes > 0, "the traffic has subagent frames");
         for side in [round % 2, 1 - round % 2] {
             if side == 0 {
                 let mut capture =
@@ -169,6 +188,8 @@ async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
                 ours_secs += started.elapsed().as_secs_f64();
                 let counters = capture.counters().snapshot();
                 assert_eq!(counters.failed, 0, "no write fails");
+                assert_eq!(counters.persisted, expected_writes, "every subagent frame");
+                assert_eq!(capture.stats().subagent_rows, expected_rows, "every call");
                 persisted += counters.persisted;
                 continue;
             }
@@ -199,6 +220,11 @@ async fn capture_vs_bare_loop(frames: usize, batch: usize, rounds: usize) {
             .await;
     }
     let single_rate = single.len() as f64 / started.elapsed().as_secs_f64();
+    let (expected_writes, expected_rows) = expected_subagent_writes(&single);
+    let counters = capture.counters().snapshot();
+    assert_eq!(counters.failed, 0, "no write fails");
+    assert_eq!(counters.persisted, expected_writes, "every subagent frame");
+    assert_eq!(capture.stats().subagent_rows, expected_rows, "every call");
     // Where capture's time goes: the wire work alone (parse, recognise, accumulate, the
     // message metadata JSON), no store.
     let lines = traffic("cpu-session", "cpu", frames);
