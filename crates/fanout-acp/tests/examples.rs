@@ -359,14 +359,6 @@ fn files(dir: &Path) -> std::collections::BTreeMap<std::ffi::OsString, Vec<u8>> 
         .collect()
 }
 
-/// The capture crate's fixtures are a second copy of ours: same files, same bytes.
-#[test]
-fn capture_fixtures_are_the_same_copy() {
-    let capture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/acp-examples");
-    assert_eq!(files(&capture), files(&examples_dir()));
-}
-
 /// The fixtures are copies of `shared/acp-examples`; when that directory is beside the
 /// checkout, they must not have drifted (no file changed, added or missing).
 #[test]

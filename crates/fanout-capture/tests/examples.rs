@@ -1,5 +1,6 @@
 //! Importing every transcript of `acp-examples/` produces exactly the rows its README
-//! lists, on SQLite and PostgreSQL, and importing again changes nothing.
+//! lists, on SQLite and PostgreSQL, and importing again changes nothing. The examples
+//! are read from fanout-acp's copy, the one the tracker tests use.
 
 mod common;
 
@@ -13,15 +14,16 @@ use fanout_store::{Source, Store, SubagentRow, both_engines};
 
 const TASK: &str = "/home/dev/proj";
 
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fanout-acp/tests/acp-examples")
+}
+
 fn example(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/acp-examples")
-        .join(name)
+    examples_dir().join(name)
 }
 
 /// Imports one example; returns the session row id and its subagent rows.
 async fn import_one(
-    db: &TestDb,
     store: &std::sync::Arc<fanout_store::SqlStore>,
     name: &str,
     execution: &str,
@@ -42,7 +44,6 @@ async fn import_one(
         rows.len(),
         "{name}: summary counts the rows"
     );
-    let _ = db;
     (session, rows)
 }
 
@@ -83,7 +84,6 @@ async fn claude(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c1";
     let (session, rows) = import_one(
-        &db,
         &store,
         "claude.transcript.jsonl",
         exec,
@@ -190,7 +190,6 @@ async fn opencode(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c2";
     let (session, rows) = import_one(
-        &db,
         &store,
         "opencode.transcript.jsonl",
         exec,
@@ -217,7 +216,7 @@ async fn opencode(db: TestDb) {
 async fn cursor(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c3";
-    let (session, rows) = import_one(&db, &store, "cursor.transcript.jsonl", exec, "cur-1").await;
+    let (session, rows) = import_one(&store, "cursor.transcript.jsonl", exec, "cur-1").await;
     assert_eq!(ids(&rows), ["tool_2494c23d"]);
     let row = &rows[0];
     common_columns(row, &session, exec);
@@ -233,7 +232,7 @@ async fn cursor(db: TestDb) {
 async fn auggie(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c4";
-    let (session, rows) = import_one(&db, &store, "auggie.transcript.jsonl", exec, "aug-1").await;
+    let (session, rows) = import_one(&store, "auggie.transcript.jsonl", exec, "aug-1").await;
     assert_eq!(ids(&rows), ["t-9"]);
     let row = &rows[0];
     common_columns(row, &session, exec);
@@ -249,7 +248,7 @@ async fn auggie(db: TestDb) {
 async fn codex(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c5";
-    let (session, rows) = import_one(&db, &store, "codex.transcript.jsonl", exec, "cx-1").await;
+    let (session, rows) = import_one(&store, "codex.transcript.jsonl", exec, "cx-1").await;
     assert_eq!(
         ids(&rows),
         ["call-spawn"],
@@ -267,14 +266,8 @@ async fn codex(db: TestDb) {
 async fn acp_native(db: TestDb) {
     let store = open(&db).await;
     let exec = "0198a1b2-0000-7000-8000-0000000000c6";
-    let (session, rows) = import_one(
-        &db,
-        &store,
-        "acp-native.transcript.jsonl",
-        exec,
-        "parent-native",
-    )
-    .await;
+    let (session, rows) =
+        import_one(&store, "acp-native.transcript.jsonl", exec, "parent-native").await;
     assert_eq!(
         ids(&rows),
         ["child-native-1"],
@@ -295,7 +288,7 @@ async fn acp_native(db: TestDb) {
 /// All six at once, through a directory walk: exactly the README's 8 rows.
 async fn whole_directory(db: TestDb) {
     let store = open(&db).await;
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/acp-examples");
+    let dir = examples_dir();
     let summary = import_paths(as_store(&store), std::slice::from_ref(&dir), &NoProgress).await;
     assert!(!summary.has_failures(), "{summary:#?}");
     let totals = summary.totals();

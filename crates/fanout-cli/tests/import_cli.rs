@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn examples_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/acp-examples")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-acp/tests/acp-examples")
 }
 
 fn fanout_import(db: &Path, args: &[&Path], json: bool) -> Output {
