@@ -23,12 +23,13 @@ use std::time::Duration;
 
 use fanout_acp::Direction;
 use fanout_capture::{Capture, CaptureStats, CounterSnapshot};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::metric_names;
+use crate::queue::{FrameReceiver, FrameSender, frame_queue};
 use crate::ratelimit::RateLimit;
 use crate::store::ResilientStore;
-use crate::tap::{QueueBudget, TapFrame, TapShared};
+use crate::tap::{TapFrame, TapShared};
 use crate::transcript::TranscriptWriter;
 
 /// At most this many queued frames go to capture as one batch.
@@ -53,7 +54,7 @@ pub(crate) struct ConsumerReport {
 }
 
 pub(crate) struct Consumer {
-    pub queue: mpsc::Receiver<TapFrame>,
+    pub queue: FrameReceiver,
     pub capture: Capture,
     pub transcript: Option<TranscriptWriter>,
     pub shared: Arc<TapShared>,
@@ -110,8 +111,8 @@ fn direction_index(direction: Direction) -> usize {
 
 impl Consumer {
     pub(crate) async fn run(self, control: watch::Receiver<Control>) -> ConsumerReport {
-        let (to_capture, capture_queue) = mpsc::channel(self.capture_queue_frames.max(1));
-        let budget = Arc::new(QueueBudget::new(self.capture_queue_bytes));
+        let (to_capture, capture_queue) =
+            frame_queue(self.capture_queue_frames, self.capture_queue_bytes);
         // Its own task, so the recorder runs in parallel while capture parses or waits
         // for the store; aborted with this future (the proxy's last resort).
         let capturer = AbortOnDrop(tokio::spawn(
@@ -120,7 +121,6 @@ impl Consumer {
                 capture: self.capture,
                 store: self.store,
                 store_first_wait: self.store_first_wait,
-                budget: Arc::clone(&budget),
             }
             .run(control.clone()),
         ));
@@ -129,7 +129,6 @@ impl Consumer {
             transcript: self.transcript,
             shared: self.shared,
             to_capture,
-            budget,
             failures: TranscriptFailures {
                 metric: metrics::counter!(metric_names::TRANSCRIPT_ERRORS),
                 warn: RateLimit::new(self.warn_interval),
@@ -172,11 +171,10 @@ impl<T> Drop for AbortOnDrop<T> {
 
 /// Stage one: tap queue -> transcript -> capture queue.
 struct Recorder {
-    queue: mpsc::Receiver<TapFrame>,
+    queue: FrameReceiver,
     transcript: Option<TranscriptWriter>,
     shared: Arc<TapShared>,
-    to_capture: mpsc::Sender<TapFrame>,
-    budget: Arc<QueueBudget>,
+    to_capture: FrameSender,
     failures: TranscriptFailures,
     transcript_only_metric: [metrics::Counter; 2],
     dropped_metric: [metrics::Counter; 2],
@@ -193,15 +191,13 @@ struct Recorded {
 impl Recorder {
     async fn run(mut self, mut control: watch::Receiver<Control>) -> Recorded {
         let mut recorded = Recorded::default();
-        let mut control_open = true;
         let mut closing = false;
         loop {
             let frame = tokio::select! {
                 biased;
-                changed = control.changed(), if control_open && !closing => {
+                changed = control.changed(), if !closing => {
                     let now = if changed.is_ok() { *control.borrow_and_update() } else {
                         // The proxy is gone without saying: finish what is queued.
-                        control_open = false;
                         Control::Drain
                     };
                     if now != Control::Run {
@@ -227,7 +223,6 @@ impl Recorder {
     }
 
     fn record(&mut self, frame: TapFrame, recorded: &mut Recorded) {
-        self.shared.budget.give_back(frame.line.len());
         let transcribed = match self.transcript.as_mut() {
             Some(writer) => match writer.append(frame.observed_at, frame.direction, &frame.line) {
                 Ok(()) => true,
@@ -239,15 +234,10 @@ impl Recorder {
             },
             None => false,
         };
-        let (direction, len) = (frame.direction, frame.line.len());
-        if !self.budget.try_take(len) {
-            self.behind(direction, transcribed, recorded);
-            return;
-        }
+        let direction = frame.direction;
         // Closed: the capturer failed (it cannot stop before this sender is gone), so
         // it is as far behind as can be.
         if self.to_capture.try_send(frame).is_err() {
-            self.budget.give_back(len);
             self.behind(direction, transcribed, recorded);
         }
     }
@@ -287,11 +277,10 @@ impl Recorder {
 
 /// Stage two: capture queue -> capture, one group commit per batch.
 struct Capturer {
-    queue: mpsc::Receiver<TapFrame>,
+    queue: FrameReceiver,
     capture: Capture,
     store: Arc<ResilientStore>,
     store_first_wait: Duration,
-    budget: Arc<QueueBudget>,
 }
 
 impl Capturer {
@@ -324,9 +313,6 @@ impl Capturer {
             {
                 batch.push(frame);
             }
-            for frame in &batch {
-                self.budget.give_back(frame.line.len());
-            }
             if abandon {
                 report.unprocessed += batch.len() as u64;
                 unprocessed.increment(batch.len() as u64);
@@ -339,8 +325,10 @@ impl Capturer {
             tokio::select! {
                 biased;
                 () = self.capture.observe_batch(&lines) => {}
-                // Dropped mid-write: an uncommitted group commit rolls back; the whole
-                // batch is counted unprocessed and is in the transcript.
+                // Dropped mid-write. The whole batch is counted unprocessed, though some
+                // of its writes may have landed (a failed group commit is retried record
+                // by record, and those commit one by one); it is in the transcript, and
+                // importing it again is idempotent.
                 () = abandoned(&mut control) => {
                     abandon = true;
                     report.unprocessed += batch.len() as u64;
@@ -415,8 +403,8 @@ mod tests {
             .await
             .unwrap();
 
-        let (sender, queue) = mpsc::channel(LINES);
-        let shared = Arc::new(TapShared::new(1 << 20, Duration::from_secs(60)));
+        let (sender, queue) = frame_queue(LINES, 1 << 20);
+        let shared = Arc::new(TapShared::new(Duration::from_secs(60)));
         let header =
             TranscriptHeader::new("exec-1", Some("task"), &["agent".into()], Timestamp::now());
         let writer = transcript.then(|| TranscriptWriter::create(dir.path(), &header).unwrap());
@@ -444,7 +432,6 @@ mod tests {
             .run(control_rx),
         );
         for (direction, line) in traffic() {
-            assert!(shared.budget.try_take(line.len()));
             sender
                 .try_send(TapFrame {
                     direction,
@@ -456,7 +443,7 @@ mod tests {
         // The recorder has taken every line once the tap queue is empty again (this
         // test runs on one thread: a frame is recorded in the poll that receives it).
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while sender.capacity() < sender.max_capacity() {
+        while !sender.is_drained() {
             assert!(std::time::Instant::now() < deadline, "the recorder stalled");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

@@ -34,6 +34,7 @@ pub mod metric_names;
 mod metrics_registry;
 mod paths;
 mod proxy;
+mod queue;
 mod ratelimit;
 mod stats;
 mod store;

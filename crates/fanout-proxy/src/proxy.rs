@@ -12,7 +12,7 @@ use fanout_acp::{DEFAULT_MAX_LINE_BYTES, Direction};
 use fanout_capture::{Capture, CaptureConfig, CaptureStats, CounterSnapshot};
 use fanout_store::{Store, Timestamp};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
@@ -24,6 +24,7 @@ use crate::error::ProxyError;
 use crate::http::serve_http;
 use crate::metric_names;
 use crate::metrics_registry::Registry;
+use crate::queue::frame_queue;
 use crate::stats::StatsFile;
 use crate::store::ResilientStore;
 use crate::tap::{PumpReport, Tap, TapShared, pump};
@@ -185,8 +186,8 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         stdout: agent_stdout,
     } = spawn_agent(&agent_command, &[(EXECUTION_ID_ENV, execution_id.as_str())])?;
 
-    let (sender, queue) = mpsc::channel(tuning.queue_frames.max(1));
-    let shared = Arc::new(TapShared::new(tuning.queue_bytes, tuning.warn_interval));
+    let (sender, queue) = frame_queue(tuning.queue_frames, tuning.queue_bytes);
+    let shared = Arc::new(TapShared::new(tuning.warn_interval));
     let (client_closed_tx, client_closed) = oneshot::channel();
     let (output_done_tx, mut output_done) = oneshot::channel::<()>();
     let ClientStreams { input, output } = client;
@@ -322,6 +323,9 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
 
     if let Some(task) = stats_task {
         task.abort();
+        // Wait until it has stopped: on a multi-thread runtime it may be mid-write, and
+        // the final write below must not race it on the same file.
+        let _ = task.await;
     }
     if let Some(mut writer) = stats {
         writer.file.finished = true;

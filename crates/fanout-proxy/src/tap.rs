@@ -8,18 +8,18 @@
 //! request; queueing first makes that impossible. The cost is a line split and a
 //! non-blocking queue push per chunk, which is what DESIGN 3.1 allows.
 //!
-//! The queue is bounded twice: by frame count (the channel) and by bytes (a budget the
-//! consumer gives back), so a flood of huge lines cannot grow memory without bound.
+//! The queue is bounded twice, by frame count and by bytes ([`crate::queue`]), so a
+//! flood of huge lines cannot grow memory without bound.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fanout_acp::{Direction, FramedLine, LineFramer};
 use fanout_store::Timestamp;
-use tokio::sync::mpsc;
 
 use crate::metric_names;
+use crate::queue::{FrameSender, Refused};
 use crate::ratelimit::RateLimit;
 
 /// One complete line, as the tap saw it.
@@ -30,42 +30,10 @@ pub(crate) struct TapFrame {
     pub line: Vec<u8>,
 }
 
-/// The byte budget of the queue, shared by the pumps (take) and the consumer (give back).
-#[derive(Debug)]
-pub(crate) struct QueueBudget {
-    queued_bytes: AtomicUsize,
-    max_bytes: usize,
-}
-
-impl QueueBudget {
-    pub(crate) fn new(max_bytes: usize) -> Self {
-        QueueBudget {
-            queued_bytes: AtomicUsize::new(0),
-            max_bytes,
-        }
-    }
-
-    pub(crate) fn try_take(&self, bytes: usize) -> bool {
-        let before = self.queued_bytes.fetch_add(bytes, Ordering::AcqRel);
-        if before.saturating_add(bytes) > self.max_bytes && before > 0 {
-            // Over budget; a single line larger than the whole budget still goes when
-            // the queue is empty, so one big line is never refused for ever.
-            self.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
-            return false;
-        }
-        true
-    }
-
-    pub(crate) fn give_back(&self, bytes: usize) {
-        self.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
-    }
-}
-
 /// State shared by both directions' taps and the consumer: the WARN limiters and the
 /// drop total.
 #[derive(Debug)]
 pub(crate) struct TapShared {
-    pub budget: QueueBudget,
     pub dropped: AtomicU64,
     pub oversized: AtomicU64,
     drop_warn: RateLimit,
@@ -73,9 +41,8 @@ pub(crate) struct TapShared {
 }
 
 impl TapShared {
-    pub(crate) fn new(max_bytes: usize, warn_interval: std::time::Duration) -> Self {
+    pub(crate) fn new(warn_interval: std::time::Duration) -> Self {
         TapShared {
-            budget: QueueBudget::new(max_bytes),
             dropped: AtomicU64::new(0),
             oversized: AtomicU64::new(0),
             drop_warn: RateLimit::new(warn_interval),
@@ -101,7 +68,7 @@ impl TapShared {
 /// One direction's tap.
 pub(crate) struct Tap {
     direction: Direction,
-    sender: mpsc::Sender<TapFrame>,
+    sender: FrameSender,
     shared: Arc<TapShared>,
     frames: metrics::Counter,
     bytes: metrics::Counter,
@@ -110,11 +77,7 @@ pub(crate) struct Tap {
 }
 
 impl Tap {
-    pub(crate) fn new(
-        direction: Direction,
-        sender: mpsc::Sender<TapFrame>,
-        shared: Arc<TapShared>,
-    ) -> Self {
+    pub(crate) fn new(direction: Direction, sender: FrameSender, shared: Arc<TapShared>) -> Self {
         let label = direction.as_str();
         Tap {
             direction,
@@ -145,11 +108,6 @@ impl Tap {
             }
         };
         self.frames.increment(1);
-        let len = line.len();
-        if !self.shared.budget.try_take(len) {
-            self.count_drop();
-            return;
-        }
         let frame = TapFrame {
             direction: self.direction,
             observed_at,
@@ -157,12 +115,9 @@ impl Tap {
         };
         match self.sender.try_send(frame) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.shared.budget.give_back(len);
-                self.count_drop();
-            }
+            Err(Refused::Full) => self.count_drop(),
             // The consumer has stopped taking frames (shutdown): nothing to count.
-            Err(mpsc::error::TrySendError::Closed(_)) => self.shared.budget.give_back(len),
+            Err(Refused::Closed) => {}
         }
     }
 
@@ -240,10 +195,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::queue::{FrameReceiver, frame_queue};
 
-    fn tap(capacity: usize, max_bytes: usize) -> (Tap, mpsc::Receiver<TapFrame>, Arc<TapShared>) {
-        let (sender, receiver) = mpsc::channel(capacity);
-        let shared = Arc::new(TapShared::new(max_bytes, Duration::from_secs(60)));
+    fn tap(capacity: usize, max_bytes: usize) -> (Tap, FrameReceiver, Arc<TapShared>) {
+        let (sender, receiver) = frame_queue(capacity, max_bytes);
+        let shared = Arc::new(TapShared::new(Duration::from_secs(60)));
         (
             Tap::new(Direction::AgentToClient, sender, Arc::clone(&shared)),
             receiver,
