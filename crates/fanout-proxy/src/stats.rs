@@ -36,18 +36,29 @@ pub struct StatsFile {
 }
 
 impl StatsFile {
-    /// Writes (or replaces) `<dir>/<executionId>.json`; readers never see half a file.
+    /// Writes (or replaces) `<dir>/<executionId>.json`, creating `dir` if it is
+    /// missing; readers never see half a file.
     pub fn write(&self, dir: &Path) -> io::Result<PathBuf> {
         use std::os::unix::fs::OpenOptionsExt;
-        create_private_dir(dir)?;
         let path = dir.join(format!("{}.json", self.execution_id));
         let partial = dir.join(format!(".{}.json.partial", self.execution_id));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)?;
+        let open = || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&partial)
+        };
+        // The directory is made only when it is missing (the first write, or after
+        // someone removed it), not on every rewrite every few seconds.
+        let mut file = match open() {
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                create_private_dir(dir)?;
+                open()?
+            }
+            opened => opened?,
+        };
         serde_json::to_writer(&mut file, self).map_err(io::Error::other)?;
         file.write_all(b"\n")?;
         std::fs::rename(&partial, &path)?;
@@ -70,10 +81,6 @@ impl StatsDir {
             dir: dir.into(),
             stale_after,
         }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Every readable stats file (unreadable or foreign files are skipped).
@@ -224,6 +231,21 @@ mod tests {
                 "{state}"
             );
         }
+    }
+
+    #[test]
+    fn a_removed_dir_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = dir.path().join("stats");
+        let stats_file = file("a", false, "2026-08-03T15:00:10Z", 5);
+        stats_file.write(&stats).unwrap();
+        std::fs::remove_dir_all(&stats).unwrap();
+        let path = stats_file.write(&stats).unwrap();
+        assert_eq!(
+            StatsDir::new(&stats, Duration::from_secs(1)).files(),
+            vec![stats_file]
+        );
+        assert!(path.starts_with(&stats));
     }
 
     #[test]
