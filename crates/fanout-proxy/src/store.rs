@@ -10,7 +10,7 @@
 //! WARN at most once per interval.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,6 +31,26 @@ enum Connection {
     Ready(Arc<SqlStore>),
 }
 
+/// What a failed call was, the `op` label of its error counter.
+#[derive(Clone, Copy)]
+enum Op {
+    Open,
+    Read,
+    Write,
+}
+
+impl Op {
+    const COUNT: usize = 3;
+
+    fn label(self) -> &'static str {
+        match self {
+            Op::Open => "open",
+            Op::Read => "read",
+            Op::Write => "write",
+        }
+    }
+}
+
 pub(crate) struct ResilientStore {
     url: String,
     target: String,
@@ -40,6 +60,9 @@ pub(crate) struct ResilientStore {
     retry: Duration,
     warn: RateLimit,
     errors: AtomicU64,
+    /// One error counter per [`Op`], looked up on its first error (not before, so a
+    /// store that never fails shows no error series).
+    op_errors: [OnceLock<metrics::Counter>; Op::COUNT],
     available: metrics::Gauge,
 }
 
@@ -55,6 +78,7 @@ impl ResilientStore {
             retry,
             warn: RateLimit::new(warn_interval),
             errors: AtomicU64::new(0),
+            op_errors: Default::default(),
             available,
         })
     }
@@ -79,7 +103,7 @@ impl ResilientStore {
                 }
                 Err(error) => {
                     let reason = error.to_string();
-                    self.count_error("open", &reason);
+                    self.count_error(Op::Open, &reason);
                     *self
                         .connection
                         .write()
@@ -146,9 +170,11 @@ impl ResilientStore {
         }
     }
 
-    fn count_error(&self, op: &'static str, reason: &str) {
+    fn count_error(&self, op: Op, reason: &str) {
         let total = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
-        metrics::counter!(metric_names::STORE_ERRORS, "op" => op).increment(1);
+        self.op_errors[op as usize]
+            .get_or_init(|| metrics::counter!(metric_names::STORE_ERRORS, "op" => op.label()))
+            .increment(1);
         if self.warn.ready() {
             let retrying = if self.is_connected() {
                 String::new()
@@ -157,7 +183,7 @@ impl ResilientStore {
             };
             tracing::warn!(
                 store = %self.target,
-                op,
+                op = op.label(),
                 errors_so_far = total,
                 "store error: {reason}{retrying}; forwarding continues and failed writes are counted"
             );
@@ -165,7 +191,7 @@ impl ResilientStore {
     }
 
     /// Runs `call` on the open store, counting a failure.
-    async fn with_store<T, F, Fut>(&self, op: &'static str, call: F) -> Result<T, StoreError>
+    async fn with_store<T, F, Fut>(&self, op: Op, call: F) -> Result<T, StoreError>
     where
         F: FnOnce(Arc<SqlStore>) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -201,23 +227,32 @@ impl Store for ResilientStore {
     }
 
     async fn upsert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        self.with_store("write", |s| async move { s.upsert_session(session).await })
-            .await
+        self.with_store(
+            Op::Write,
+            |s| async move { s.upsert_session(session).await },
+        )
+        .await
     }
 
     async fn upsert_turn(&self, turn: &TurnRecord) -> Result<(), StoreError> {
-        self.with_store("write", |s| async move { s.upsert_turn(turn).await })
+        self.with_store(Op::Write, |s| async move { s.upsert_turn(turn).await })
             .await
     }
 
     async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError> {
-        self.with_store("write", |s| async move { s.upsert_message(message).await })
-            .await
+        self.with_store(
+            Op::Write,
+            |s| async move { s.upsert_message(message).await },
+        )
+        .await
     }
 
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError> {
-        self.with_store("write", |s| async move { s.upsert_subagent(record).await })
-            .await
+        self.with_store(
+            Op::Write,
+            |s| async move { s.upsert_subagent(record).await },
+        )
+        .await
     }
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
@@ -231,19 +266,19 @@ impl Store for ResilientStore {
 
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
         self.with_store(
-            "write",
+            Op::Write,
             |s| async move { s.delete_session(session_id).await },
         )
         .await
     }
 
     async fn delete_turn(&self, turn_id: &str) -> Result<u64, StoreError> {
-        self.with_store("write", |s| async move { s.delete_turn(turn_id).await })
+        self.with_store(Op::Write, |s| async move { s.delete_turn(turn_id).await })
             .await
     }
 
     async fn subagents_by_session(&self, session_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        self.with_store("read", |s| async move {
+        self.with_store(Op::Read, |s| async move {
             s.subagents_by_session(session_id).await
         })
         .await
@@ -251,7 +286,7 @@ impl Store for ResilientStore {
 
     async fn subagents_by_turn(&self, turn_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
         self.with_store(
-            "read",
+            Op::Read,
             |s| async move { s.subagents_by_turn(turn_id).await },
         )
         .await
@@ -265,22 +300,22 @@ impl Store for ResilientStore {
     }
 
     async fn activation(&self) -> Result<Activation, StoreError> {
-        self.with_store("read", |s| async move { s.activation().await })
+        self.with_store(Op::Read, |s| async move { s.activation().await })
             .await
     }
 
     async fn health(&self) -> Result<Health, StoreError> {
-        self.with_store("read", |s| async move { s.health().await })
+        self.with_store(Op::Read, |s| async move { s.health().await })
             .await
     }
 
     async fn counts(&self) -> Result<TableCounts, StoreError> {
-        self.with_store("read", |s| async move { s.counts().await })
+        self.with_store(Op::Read, |s| async move { s.counts().await })
             .await
     }
 
     async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
-        self.with_store("read", |s| async move { s.fanout_report(scope).await })
+        self.with_store(Op::Read, |s| async move { s.fanout_report(scope).await })
             .await
     }
 }
