@@ -10,7 +10,8 @@
 //! `cargo bench -p fanout-proxy --bench proxy` runs the full sizes (building the
 //! `fanout` binary in release mode first). Without `--bench` (as `cargo test` runs
 //! benches) it only checks that both paths work, on a few lines, with whatever `fanout`
-//! binary was built next to it, and skips when there is none.
+//! binary was built next to it, and skips when there is none (under `CI=true` it fails
+//! instead, so a CI that forgot to build the binary does not pass without checking).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,10 @@ fn main() {
         }
     };
     let Some(fanout) = fanout_binary(full) else {
+        assert!(
+            !fanout_store::testing::in_ci(),
+            "proxy bench: CI=true but there is no `fanout` binary next to this bench; build it first (`cargo build -p fanout-cli --bin fanout`, or test the whole workspace)"
+        );
         println!(
             "proxy bench: skipped (no `fanout` binary next to this bench; run `cargo bench -p fanout-proxy --bench proxy`)"
         );
