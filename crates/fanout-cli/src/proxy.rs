@@ -117,15 +117,31 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
 /// Tells the user, on stderr, about anything that did not reach the store and where
 /// to find it; says nothing when everything did.
 fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
+    for note in what_was_lost(outcome, database_url) {
+        eprintln!("fanout proxy: {note}");
+    }
+}
+
+/// The notes [`say_what_was_lost`] prints, one per line.
+fn what_was_lost(outcome: &ProxyOutcome, database_url: &str) -> Vec<String> {
+    let mut notes = Vec::new();
     let store = fanout_store::redact_url(database_url);
     if outcome.frames_dropped > 0 {
-        eprintln!(
-            "fanout proxy: {} line(s) were dropped because a queue was full (forwarding was not affected); they are in neither the store nor the transcript",
+        notes.push(format!(
+            "{} line(s) were dropped because a queue was full (forwarding was not affected); they are in neither the store nor the transcript",
             outcome.frames_dropped
-        );
+        ));
     }
     let transcript = outcome.transcript.as_ref().map(|p| p.display().to_string());
     let replay = |path: &str| format!("`fanout import --db {store} {path}`");
+    // A failed transcript write may have cost it a line, so it is only said to have
+    // every line when none failed.
+    let incomplete = (outcome.transcript_errors > 0).then(|| {
+        format!(
+            "the transcript is incomplete ({} write(s) to it failed)",
+            outcome.transcript_errors
+        )
+    });
     let has = if outcome.frames_dropped > 0 {
         "every line but the dropped ones"
     } else {
@@ -136,24 +152,98 @@ fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
         + outcome.counters.failed
         + outcome.capture.store_errors;
     if !outcome.store_connected {
-        match &transcript {
-            Some(path) => eprintln!(
-                "fanout proxy: the store {store} was not available; nothing was recorded in it. The transcript has {has}: {} once it is back",
+        let unavailable = format!("the store {store} was not available");
+        notes.push(match (&transcript, &incomplete) {
+            (Some(path), None) => format!(
+                "{unavailable}; nothing was recorded in it. The transcript has {has}: {} once it is back",
                 replay(path)
             ),
-            None => eprintln!(
-                "fanout proxy: the store {store} was not available and there is no transcript: this run was not recorded"
+            (Some(path), Some(incomplete)) => format!(
+                "{unavailable}; nothing was recorded in it, and {incomplete}: once it is back, {} records what the transcript has",
+                replay(path)
             ),
-        }
+            (None, _) => format!("{unavailable} and there is no transcript: this run was not recorded"),
+        });
     } else if missing > 0 {
-        match &transcript {
-            Some(path) => eprintln!(
-                "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}; the transcript has them: {}",
+        let lost = format!("{missing} line(s) or write(s) did not reach the store {store}");
+        notes.push(match (&transcript, &incomplete) {
+            (Some(path), None) => format!("{lost}; the transcript has them: {}", replay(path)),
+            (Some(path), Some(incomplete)) => format!(
+                "{lost}, and {incomplete}, so some may be in neither: {} records what the transcript has",
                 replay(path)
             ),
-            None => eprintln!(
-                "fanout proxy: {missing} line(s) or write(s) did not reach the store {store}"
-            ),
+            (None, _) => lost,
+        });
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use fanout_proxy::{AgentExit, ProxyOutcome};
+
+    use super::what_was_lost;
+
+    const DB: &str = "sqlite:///tmp/fanout.db";
+
+    fn outcome(
+        store_connected: bool,
+        transcript_only: u64,
+        transcript_errors: u64,
+    ) -> ProxyOutcome {
+        ProxyOutcome {
+            exit: AgentExit::Code(0),
+            execution_id: "exec-1".to_owned(),
+            transcript: Some(PathBuf::from("/tmp/t.jsonl")),
+            frames_dropped: 0,
+            frames_transcript_only: transcript_only,
+            frames_unprocessed: 0,
+            store_connected,
+            store_errors: 0,
+            transcript_errors,
+            counters: Default::default(),
+            capture: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_complete_transcript_is_said_to_have_every_line() {
+        let down = what_was_lost(&outcome(false, 0, 0), DB);
+        assert_eq!(down.len(), 1, "{down:?}");
+        assert!(down[0].contains("was not available"), "{down:?}");
+        assert!(
+            down[0].contains("The transcript has every line: `fanout import --db"),
+            "{down:?}"
+        );
+        let behind = what_was_lost(&outcome(true, 3, 0), DB);
+        assert_eq!(behind.len(), 1, "{behind:?}");
+        assert!(
+            behind[0].contains("3 line(s) or write(s) did not reach the store"),
+            "{behind:?}"
+        );
+        assert!(
+            behind[0].contains("the transcript has them: `fanout import"),
+            "{behind:?}"
+        );
+        assert!(what_was_lost(&outcome(true, 0, 0), DB).is_empty());
+    }
+
+    #[test]
+    fn failed_transcript_writes_make_it_incomplete() {
+        for lost in [
+            what_was_lost(&outcome(false, 0, 2), DB),
+            what_was_lost(&outcome(true, 3, 2), DB),
+        ] {
+            assert_eq!(lost.len(), 1, "{lost:?}");
+            assert!(
+                lost[0].contains("the transcript is incomplete (2 write(s) to it failed)"),
+                "{lost:?}"
+            );
+            assert!(lost[0].contains("`fanout import --db"), "{lost:?}");
+            assert!(!lost[0].contains("every line"), "{lost:?}");
+            assert!(!lost[0].contains("has them"), "{lost:?}");
         }
     }
 }
