@@ -2,43 +2,55 @@
 //! plus ACP-native `subagent_update`, spawn and fork in one turn) are captured as one row
 //! per child, and `fanout import` of the proxy's transcript gives the same rows.
 
-use std::io::{BufRead, BufReader, Write};
+mod proxy_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use fanout_store::{SqlStore, Store, SubagentRow};
+use proxy_support::{Running, fanout};
 use serde_json::{Value, json};
+
+/// The longest any step may take: a stuck agent or proxy fails the test, never hangs it.
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Sends one request and reads agent lines until its response; every line the agent
-/// wrote on the way is kept in `seen`.
-fn request(
-    stdin: &mut impl Write,
-    stdout: &mut impl BufRead,
-    seen: &mut Vec<Value>,
-    id: u64,
-    method: &str,
-    params: Value,
-) -> Value {
+/// Every complete line the agent has written so far, as JSON.
+fn agent_lines(stdout: &[u8]) -> Vec<Value> {
+    let mut lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
+    // What follows the last newline: nothing, or a line still being written.
+    lines.pop();
+    lines
+        .into_iter()
+        .map(|line| serde_json::from_slice(line).expect("agent writes JSON lines"))
+        .collect()
+}
+
+/// The response to request `id` among `lines`.
+fn response(lines: &[Value], id: u64) -> Option<&Value> {
+    lines
+        .iter()
+        .find(|message| message["id"] == json!(id) && message.get("method").is_none())
+}
+
+/// Sends one request and waits (at most [`LIMIT`]) for its response.
+fn request(proxy: &mut Running, id: u64, method: &str, params: Value) -> Value {
     let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    writeln!(stdin, "{line}").expect("write request");
-    stdin.flush().expect("flush");
-    loop {
-        let mut text = String::new();
-        assert!(
-            stdout.read_line(&mut text).expect("read") > 0,
-            "agent closed before answering {method}"
-        );
-        let message: Value = serde_json::from_str(&text).expect("agent writes JSON lines");
-        seen.push(message.clone());
-        if message["id"] == json!(id) && message.get("method").is_none() {
-            assert!(message.get("error").is_none(), "{method}: {message}");
-            return message["result"].clone();
-        }
-    }
+    assert!(
+        proxy.write(format!("{line}\n").as_bytes()),
+        "the proxy stopped reading before {method}: {}",
+        proxy.stderr()
+    );
+    proxy.wait_for(&format!("the answer to {method}"), LIMIT, |out, _| {
+        response(&agent_lines(out), id).is_some()
+    });
+    let lines = agent_lines(&proxy.stdout());
+    let message = response(&lines, id).expect("answered");
+    assert!(message.get("error").is_none(), "{method}: {message}");
+    message["result"].clone()
 }
 
 /// The `durationMs` the agent reported in the settling `_meta.fanout.subagent` of a call.
@@ -82,10 +94,12 @@ async fn fanout_agent_subagents_are_captured_live_and_by_import() {
     .unwrap();
     let live_db = format!("sqlite://{}", tmp.path().join("live.db").display());
     let transcripts = tmp.path().join("transcripts");
+    let data = tmp.path().join("data");
     let exe = env!("CARGO_BIN_EXE_fanout");
     let scenario = repo().join("scenarios/subagent-mixed");
 
-    let mut proxy = Command::new(exe)
+    let mut command = fanout(&data);
+    command
         .args([
             "proxy",
             "--db",
@@ -107,28 +121,16 @@ async fn fanout_agent_subagents_are_captured_live_and_by_import() {
         ])
         .arg(&scenario)
         .arg("--sessions-root")
-        .arg(tmp.path().join("sessions"))
-        .env_remove("FANOUT_DATABASE_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start fanout proxy");
-    let mut stdin = proxy.stdin.take().unwrap();
-    let mut stdout = BufReader::new(proxy.stdout.take().unwrap());
-    let mut seen = Vec::new();
+        .arg(tmp.path().join("sessions"));
+    let mut proxy = Running::start(command);
     request(
-        &mut stdin,
-        &mut stdout,
-        &mut seen,
+        &mut proxy,
         0,
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
     );
     let session = request(
-        &mut stdin,
-        &mut stdout,
-        &mut seen,
+        &mut proxy,
         1,
         "session/new",
         json!({"cwd": cwd, "mcpServers": []}),
@@ -138,18 +140,17 @@ async fn fanout_agent_subagents_are_captured_live_and_by_import() {
         .expect("a session id")
         .to_owned();
     let result = request(
-        &mut stdin,
-        &mut stdout,
-        &mut seen,
+        &mut proxy,
         2,
         "session/prompt",
         json!({"sessionId": session_id, "prompt": [{"type": "text", "text": "Check the sources against the README, with help."}]}),
     );
     assert_eq!(result["stopReason"], "end_turn");
-    drop(stdin);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    assert!(proxy.wait().unwrap().success());
+    // Closes the proxy's stdin and waits for its exit, killing it after LIMIT.
+    let done = proxy.finish(LIMIT);
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    // Every line the agent wrote, the ones after the last response included.
+    let seen = agent_lines(&done.stdout);
 
     let live = rows(&live_db).await;
     assert_eq!(
@@ -180,16 +181,12 @@ async fn fanout_agent_subagents_are_captured_live_and_by_import() {
 
     // The proxy's transcript imports to the same rows in a fresh store.
     let imported_db = format!("sqlite://{}", tmp.path().join("imported.db").display());
-    let output = Command::new(exe)
+    let mut import = fanout(&data);
+    import
         .args(["import", "--db", &imported_db, "--format", "json"])
-        .arg(&transcripts)
-        .output()
-        .expect("run fanout import");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .arg(&transcripts);
+    let output = Running::start(import).finish(LIMIT);
+    assert_eq!(output.code(), Some(0), "{}", output.stderr);
     let imported = rows(&imported_db).await;
     let strip = |rows: &[SubagentRow]| -> Vec<SubagentRow> {
         rows.iter()
