@@ -13,7 +13,7 @@ use clap::Args;
 use fanout_store::{Health, HealthVerdict, SqlStore, Store};
 use serde::Serialize;
 
-use crate::output::{DbArgs, Format};
+use crate::output::{DbArgs, Format, backfill_through_label, capture_since_label};
 
 /// The exit status when the check itself could not run.
 pub const EXIT_CHECK_FAILED: u8 = 3;
@@ -117,19 +117,11 @@ fn print_text(store: &SqlStore, health: &Health) {
     println!("database          {} ({})", store.target(), store.engine());
     println!(
         "capture since     {}",
-        health
-            .activation
-            .capture_since
-            .as_deref()
-            .unwrap_or("(not activated)")
+        capture_since_label(&health.activation)
     );
     println!(
         "backfill through  {}",
-        match health.activation.backfill_through.as_deref() {
-            None => "(not activated)",
-            Some("") => "(nothing backfilled)",
-            Some(value) => value,
-        }
+        backfill_through_label(&health.activation)
     );
     match &health.figures {
         None => println!("figures           none: there is no capture_since to scope them"),

@@ -31,20 +31,15 @@ pub struct ImportArgs {
 pub async fn run(args: ImportArgs) -> Result<ExitCode> {
     let store = args.db.open().await?;
     let store = Arc::new(store);
-    let summary = if std::io::stderr().is_terminal() {
-        let progress = BarProgress::new();
-        let summary =
-            import_paths(Arc::clone(&store) as Arc<dyn Store>, &args.paths, &progress).await;
-        progress.bar.finish_and_clear();
-        summary
-    } else {
-        import_paths(
-            Arc::clone(&store) as Arc<dyn Store>,
-            &args.paths,
-            &PlainProgress,
-        )
-        .await
+    let bar = std::io::stderr().is_terminal().then(BarProgress::new);
+    let progress: &dyn ImportProgress = match &bar {
+        Some(bar) => bar,
+        None => &PlainProgress,
     };
+    let summary = import_paths(Arc::clone(&store) as Arc<dyn Store>, &args.paths, progress).await;
+    if let Some(bar) = bar {
+        bar.bar.finish_and_clear();
+    }
     for failure in &summary.failed_files {
         eprintln!("fanout: {}", failure.error);
     }

@@ -55,11 +55,10 @@ fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            // Usage errors exit 64 (EX_USAGE) rather than clap's 2, which `fanout health`
-            // gives a meaning of its own ("no verdict"); --help and --version exit 0.
+            // --help and --version exit 0.
             let _ = err.print();
             return if err.use_stderr() {
-                std::process::ExitCode::from(64)
+                std::process::ExitCode::from(output::EXIT_USAGE)
             } else {
                 std::process::ExitCode::SUCCESS
             };
@@ -110,4 +109,31 @@ fn init_tracing(filter: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+/// Ctrl-C, or SIGTERM on Unix: what ends the long-running servers (`serve`, `replay
+/// serve`); never resolves if the handlers cannot be installed.
+pub(crate) async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await;
 }

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fanout_store::{StepStatus, Store};
 
-use crate::output::{DbArgs, Format};
+use crate::output::{DbArgs, Format, backfill_through_label, capture_since_label};
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
@@ -54,21 +54,8 @@ pub async fn run(args: MigrateArgs) -> Result<ExitCode> {
                 };
                 println!("step            {}: {what}", step.name);
             }
-            println!(
-                "capture since   {}",
-                activation
-                    .capture_since
-                    .as_deref()
-                    .unwrap_or("(not activated)")
-            );
-            println!(
-                "backfill through {}",
-                match activation.backfill_through.as_deref() {
-                    None => "(not activated)",
-                    Some("") => "(nothing to backfill)",
-                    Some(v) => v,
-                }
-            );
+            println!("capture since   {}", capture_since_label(&activation));
+            println!("backfill through {}", backfill_through_label(&activation));
             println!(
                 "rows            {} session(s), {} turn(s), {} message(s), {} subagent(s) ({} live, {} backfill)",
                 counts.sessions,

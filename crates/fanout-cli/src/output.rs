@@ -1,8 +1,12 @@
 //! Presentation helpers shared by subcommands: the `--db` flag and output formats.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use fanout_store::SqlStore;
+use fanout_store::{Activation, OpenOptions, SqlStore};
+
+/// The exit status of a usage error (EX_USAGE), for clap's refusals and contradictory
+/// flags alike; clap's own 2 means "no verdict" to `fanout health`.
+pub const EXIT_USAGE: u8 = 64;
 
 #[derive(Debug, Clone, Args)]
 pub struct DbArgs {
@@ -18,26 +22,24 @@ impl DbArgs {
 
     /// Opens the store for a writing command, creating and migrating it as needed.
     pub async fn open(&self) -> Result<SqlStore> {
-        SqlStore::open(&self.db)
-            .await
-            .with_context(|| format!("opening {}", fanout_store::redact_url(&self.db)))
+        self.open_with(&OpenOptions::default()).await
     }
 
-    /// Opens the store for a read-only command. A SQLite file that does not exist is an
-    /// error here: opening would create an empty database, and a typo in `--db` would
-    /// then read as "nothing written" instead of "wrong path".
+    /// Opens the store for a read-only command: nothing is created, migrated or
+    /// backfilled, so what it reports is the database as it is (a missing SQLite file
+    /// or an unmigrated database is an error that says so).
     pub async fn open_existing(&self) -> Result<SqlStore> {
-        let url = &self.db;
-        if let Some(path) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-            && !path.is_empty()
-            && !std::path::Path::new(path).exists()
-        {
-            let shown = fanout_store::redact_url(url);
-            bail!("no database at {shown}: the SQLite file {path} does not exist");
-        }
-        self.open().await
+        self.open_with(&OpenOptions {
+            read_only: true,
+            ..OpenOptions::default()
+        })
+        .await
+    }
+
+    async fn open_with(&self, options: &OpenOptions) -> Result<SqlStore> {
+        SqlStore::open_with(&self.db, options)
+            .await
+            .with_context(|| format!("opening {}", fanout_store::redact_url(&self.db)))
     }
 }
 
@@ -45,4 +47,21 @@ impl DbArgs {
 pub enum Format {
     Text,
     Json,
+}
+
+/// `capture_since` for people.
+pub fn capture_since_label(activation: &Activation) -> &str {
+    activation
+        .capture_since
+        .as_deref()
+        .unwrap_or("(not activated)")
+}
+
+/// `backfill_through` for people: the `''` sentinel means nothing was backfilled.
+pub fn backfill_through_label(activation: &Activation) -> &str {
+    match activation.backfill_through.as_deref() {
+        None => "(not activated)",
+        Some("") => "(nothing backfilled)",
+        Some(value) => value,
+    }
 }

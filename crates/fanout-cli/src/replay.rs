@@ -61,32 +61,6 @@ async fn serve(args: ServeArgs) -> Result<std::process::ExitCode> {
     let mut stdout = tokio::io::stdout();
     stdout.write_all(banner.as_bytes()).await?;
     stdout.flush().await?;
-    server::serve(listener, binding, shutdown_signal()).await?;
+    server::serve(listener, binding, crate::shutdown_signal()).await?;
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = interrupt => {}
-            () = terminate => {}
-        }
-    }
-    #[cfg(not(unix))]
-    interrupt.await;
 }

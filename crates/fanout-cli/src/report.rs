@@ -99,7 +99,7 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
         Err(err) => {
             // Contradictory flags are a usage error, like the ones clap refuses.
             eprintln!("fanout: {err:#}");
-            return Ok(ExitCode::from(64));
+            return Ok(ExitCode::from(crate::output::EXIT_USAGE));
         }
     };
     let store = args.db.open_existing().await?;
@@ -129,15 +129,6 @@ fn decimal(value: f64) -> String {
         format!("{value:.0}")
     } else {
         format!("{value:.2}")
-    }
-}
-
-/// `backfill_through` for people: the `''` sentinel means nothing was backfilled.
-fn backfill_through_label(value: Option<&str>) -> &str {
-    match value {
-        None => "(not activated)",
-        Some("") => "(nothing backfilled)",
-        Some(value) => value,
     }
 }
 

@@ -49,21 +49,6 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     stdout.write_all(banner.as_bytes()).await?;
     stdout.flush().await?;
     let source = Arc::new(StatsDir::new(dir, STALE_AFTER));
-    fanout_proxy::serve_http(listener, source, interrupted()).await?;
+    fanout_proxy::serve_http(listener, source, crate::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGINT or SIGTERM (never, if the handlers cannot be installed).
-async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
 }

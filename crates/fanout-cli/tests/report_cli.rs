@@ -65,6 +65,17 @@ impl Db {
     async fn open(&self) -> SqlStore {
         SqlStore::open(&self.url()).await.expect("open store")
     }
+
+    /// Opens it as the read-only commands do, so checking it changes nothing either.
+    async fn open_read_only(&self) -> SqlStore {
+        let options = fanout_store::OpenOptions {
+            read_only: true,
+            ..fanout_store::OpenOptions::default()
+        };
+        SqlStore::open_with(&self.url(), &options)
+            .await
+            .expect("open store read-only")
+    }
 }
 
 async fn session(store: &SqlStore, id: &str, task: &str) {
@@ -420,7 +431,11 @@ fn html_is_one_self_contained_page_with_an_svg_chart() {
 fn report_on_a_missing_database_fails_without_creating_it() {
     let db = Db::new();
     let output = fanout(&["report", "--db", &db.url()]);
-    assert!(!output.status.success());
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a failed command, not a usage error"
+    );
     assert!(String::from_utf8_lossy(&output.stderr).contains("does not exist"));
     assert!(!db.path.exists());
 }
@@ -516,6 +531,45 @@ fn health_without_writes_since_activation_is_no_verdict_with_exit_two() {
     assert!(json["last_observed_at"].is_null());
 }
 
+/// Capture never activated (its backfill step failed, or the keys are gone): `health`
+/// says so with exit 2, and neither it nor `report` activates or backfills anything.
+#[test]
+fn health_on_a_never_activated_database_is_no_verdict_and_changes_nothing() {
+    let db = Db::new();
+    let keys = "SELECT COUNT(*) FROM fanout_meta WHERE key LIKE 'subagent_context_%'";
+    block_on(async {
+        let store = db.open().await;
+        session(&store, "s1", "task-1").await;
+        turn(&store, "t1", "s1", "task-1", 1).await;
+        subagent_message(&store, "pending", "t1", at(5)).await;
+        store
+            .execute_raw("DELETE FROM fanout_meta WHERE key LIKE 'subagent_context_%'")
+            .await
+            .expect("remove the activation keys");
+        store.close().await;
+    });
+    let (code, text, stderr) = health(&db.url(), false);
+    assert_eq!(code, Some(2), "{text}{stderr}");
+    assert!(text.contains("capture was never activated"), "{text}");
+    assert!(text.contains("(not activated)"), "{text}");
+    let report = fanout(&["report", "--db", &db.url(), "--format", "json"]);
+    assert!(report.status.success(), "{}", stdout(&report));
+    block_on(async {
+        let store = db.open_read_only().await;
+        assert_eq!(
+            store.query_i64(keys).await.expect("keys"),
+            0,
+            "not activated"
+        );
+        assert_eq!(
+            store.counts().await.expect("counts").subagents,
+            0,
+            "not backfilled"
+        );
+        store.close().await;
+    });
+}
+
 #[test]
 fn health_errors_exit_three_with_one_line() {
     let missing = Db::new();
@@ -536,8 +590,9 @@ fn health_errors_exit_three_with_one_line() {
 fn usage_errors_never_look_like_a_verdict() {
     let output = fanout(&["health", "--no-such-flag"]);
     let code = output.status.code();
-    assert!(
-        !matches!(code, Some(0..=3)),
-        "a usage error must not read as healthy, shortfall, no verdict or check failure: {code:?}"
+    assert_eq!(
+        code,
+        Some(64),
+        "a usage error must not read as healthy, shortfall, no verdict or check failure"
     );
 }

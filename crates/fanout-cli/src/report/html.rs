@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use fanout_store::{CountBy, FanoutReport, MetricStats};
 
-use super::{backfill_through_label, decimal, turns_summary, unknown_fanout_note};
+use super::{decimal, turns_summary, unknown_fanout_note};
+use crate::output::{backfill_through_label, capture_since_label};
 
 const STYLE: &str = "
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #1d2430; }
@@ -42,17 +43,8 @@ pub(super) fn page(report: &FanoutReport, database: &str) -> String {
     body.push_str("<dl class=\"meta\">");
     for (term, value) in [
         ("database", database),
-        (
-            "capture since",
-            activation
-                .capture_since
-                .as_deref()
-                .unwrap_or("(not activated)"),
-        ),
-        (
-            "backfill through",
-            backfill_through_label(activation.backfill_through.as_deref()),
-        ),
+        ("capture since", capture_since_label(activation)),
+        ("backfill through", backfill_through_label(activation)),
     ] {
         let _ = write!(body, "<dt>{term}</dt><dd>{}</dd>", escape(value));
     }
@@ -249,17 +241,16 @@ fn nesting_section(body: &mut String, report: &FanoutReport) {
             ("cyclic parent chain".to_owned(), n.cyclic.to_string()),
         ])
         .collect();
-    let borrowed: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    key_value_table(body, &borrowed);
+    key_value_table(body, &rows);
 }
 
-fn key_value_table(body: &mut String, rows: &[(&str, String)]) {
+fn key_value_table(body: &mut String, rows: &[(impl AsRef<str>, String)]) {
     body.push_str("<table>");
     for (key, value) in rows {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td></tr>",
-            escape(key),
+            escape(key.as_ref()),
             escape(value)
         );
     }

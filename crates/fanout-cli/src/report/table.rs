@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use fanout_store::{FanoutReport, MetricStats};
 
-use super::{backfill_through_label, decimal, turns_summary, unknown_fanout_note};
+use super::{decimal, turns_summary, unknown_fanout_note};
+use crate::output::{backfill_through_label, capture_since_label};
 
 const DEFAULT_WIDTH: usize = 80;
 /// Narrower than this there is no room for a readable bar; wider lines are hard to read.
@@ -67,21 +68,12 @@ fn header(out: &mut String, report: &FanoutReport, database: &str, width: usize)
     let activation = &report.activation;
     line(
         out,
-        &format!(
-            "capture since     {}",
-            activation
-                .capture_since
-                .as_deref()
-                .unwrap_or("(not activated)")
-        ),
+        &format!("capture since     {}", capture_since_label(activation)),
         width,
     );
     line(
         out,
-        &format!(
-            "backfill through  {}",
-            backfill_through_label(activation.backfill_through.as_deref())
-        ),
+        &format!("backfill through  {}", backfill_through_label(activation)),
         width,
     );
 }
