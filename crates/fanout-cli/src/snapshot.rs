@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use fanout_agent::{AgentArgs, ProviderRegistry};
 use fanout_replay::Scenario;
 use fanout_replay::snapshot::{self, FileCheck, RecordProvider, RunMode};
 
@@ -89,15 +90,30 @@ pub async fn run(args: SnapshotArgs) -> Result<std::process::ExitCode> {
                 script: args.script.map(absolute).transpose()?,
                 base_url: args.base_url,
             };
-            // Before anything runs: a missing key is one clear error, not a
-            // half-written scenario.
-            provider.check()?;
+            // Before anything runs: an unusable provider (no key and no custom
+            // base URL, no script…) is one clear error, not a half-written scenario.
+            check_provider(&provider)?;
             for dir in &args.scenarios {
                 write(&fanout, dir, &RunMode::Record(provider.clone()), "recorded").await?;
             }
             Ok(std::process::ExitCode::SUCCESS)
         }
     }
+}
+
+/// Whether `fanout agent` can start this provider: the agent's own rule (its
+/// provider registry), so the check never disagrees with the agent it runs.
+fn check_provider(provider: &RecordProvider) -> Result<()> {
+    let args = AgentArgs {
+        provider: provider.provider.clone(),
+        base_url: provider.base_url.clone(),
+        script: provider.script.clone(),
+        ..AgentArgs::default()
+    };
+    ProviderRegistry::builtin().build(&args).map(drop).context(
+        "`snapshot record` cannot use this provider (for a keyless, deterministic \
+         recording use --provider scripted --script FILE)",
+    )
 }
 
 fn absolute(path: PathBuf) -> Result<PathBuf> {

@@ -25,6 +25,9 @@ fn fanout(args: &[&str], dirs: &[&Path]) -> Output {
         .args(dirs)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
+        // A base URL makes a provider usable without a key (the agent's rule).
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_BASE_URL")
         .env_remove("FANOUT_LOG")
         .output()
         .expect("run fanout")
@@ -199,13 +202,7 @@ fn missing_and_extra_session_logs_fail() {
 
     // An expected log the run never produces.
     let (_tmp2, dir) = copy_scenario("subagent-spawn");
-    let child = std::fs::read_to_string(dir.join("session.1.jsonl")).unwrap();
-    let ghost = child.replace("<session.1>", "<session.2>").replacen(
-        "\"createdAt\":\"2000-01-01T00:00:00",
-        "\"createdAt\":\"2000-01-01T00:00:59",
-        1,
-    );
-    std::fs::write(dir.join("session.2.jsonl"), ghost).unwrap();
+    add_unused_log(&dir, 2);
     let output = fanout(&["snapshot", "run"], &[&dir]);
     let said = text(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");
@@ -303,15 +300,32 @@ fn record_needs_a_key_and_refresh_rewrites_from_a_replay() {
         "{said}"
     );
     let output = fanout(&["snapshot", "record", "--provider", "openai"], &[&dir]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(
-        text(&output).contains("OPENAI_API_KEY"),
-        "{}",
-        text(&output)
+        said.contains("OPENAI_API_KEY") && said.contains("not set"),
+        "{said}"
     );
     assert_eq!(
         std::fs::read(dir.join("transcript.txt")).unwrap(),
         before,
         "nothing written"
+    );
+    // A base URL without a key is a setup the agent accepts, so record does too
+    // (in a scratch copy: the closed port makes the recorded prompt fail).
+    let (_tmp2, scratch) = copy_scenario("subagent-spawn");
+    let output = Command::new(env!("CARGO_BIN_EXE_fanout"))
+        .args(["snapshot", "record", "--provider", "openai"])
+        .arg(&scratch)
+        .env_remove("OPENAI_API_KEY")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+        .env_remove("FANOUT_LOG")
+        .output()
+        .expect("run fanout");
+    let said = text(&output);
+    assert!(
+        !said.contains("cannot use this provider") && !said.contains("not set"),
+        "{said}"
     );
 
     // refresh: a spoiled transcript and a stale extra log are rewritten.

@@ -88,34 +88,28 @@ struct Cursor {
     next: usize,
 }
 
-#[derive(Debug, Default)]
-struct BindingState {
-    /// Live session (None = anonymous) -> its script and next response.
-    cursors: HashMap<Option<String>, Cursor>,
-    /// Which live session holds each script.
-    holders: Vec<Option<Option<String>>>,
-    /// Distinct live sessions seen, for messages.
-    callers: usize,
-}
+/// Live session (None = anonymous) -> its script and next response.
+///
+/// Every claim takes the lowest unclaimed script (the anonymous session only
+/// ever claims script 0, and only while it is free), so the claimed scripts
+/// are always `0..cursors.len()` and `cursors.len()` is the number of distinct
+/// callers: who holds what needs no bookkeeping of its own.
+type Cursors = HashMap<Option<String>, Cursor>;
 
 /// Live sessions bound to a scenario's scripts. Thread-safe: one binding is
 /// shared by every concurrent session (and every HTTP request).
 #[derive(Debug)]
 pub struct ReplayBinding {
     scripts: ScenarioScripts,
-    state: Mutex<BindingState>,
+    cursors: Mutex<Cursors>,
 }
 
 impl ReplayBinding {
     /// A binding with no live session bound yet.
     pub fn new(scripts: ScenarioScripts) -> Self {
-        let holders = vec![None; scripts.len()];
         Self {
             scripts,
-            state: Mutex::new(BindingState {
-                holders,
-                ..BindingState::default()
-            }),
+            cursors: Mutex::new(Cursors::new()),
         }
     }
 
@@ -132,11 +126,11 @@ impl ReplayBinding {
     ) -> Result<ReplayedResponse, BindingError> {
         let key = session_id.map(str::to_string);
         let who = session_id.unwrap_or(ANONYMOUS_SESSION).to_string();
-        let mut state = self.state.lock().map_err(|_| BindingError::Poisoned)?;
-        let cursor = match state.cursors.get(&key) {
+        let mut cursors = self.cursors.lock().map_err(|_| BindingError::Poisoned)?;
+        let cursor = match cursors.get(&key) {
             Some(cursor) => *cursor,
             None => {
-                let script = self.claim(&mut state, &key, &who)?;
+                let script = self.claim(&mut cursors, &key, &who)?;
                 Cursor { script, next: 0 }
             }
         };
@@ -156,7 +150,7 @@ impl ReplayBinding {
             chunks: recorded.chunks.clone(),
             error: recorded.error.clone(),
         };
-        state.cursors.insert(
+        cursors.insert(
             key,
             Cursor {
                 script: cursor.script,
@@ -170,53 +164,53 @@ impl ReplayBinding {
     /// primary one, a named session to the first unclaimed one.
     fn claim(
         &self,
-        state: &mut BindingState,
+        cursors: &mut Cursors,
         key: &Option<String>,
         who: &str,
     ) -> Result<usize, BindingError> {
-        let script = if key.is_none() {
-            match state.holders.first() {
-                Some(Some(holder)) => {
-                    return Err(BindingError::PrimaryTaken {
-                        script: self.scripts.scripts()[0].describe(),
-                        holder: holder.as_deref().unwrap_or(ANONYMOUS_SESSION).to_string(),
-                    });
-                }
-                Some(None) => Some(0),
-                None => None,
-            }
-        } else {
-            state.holders.iter().position(Option::is_none)
-        };
-        let Some(script) = script else {
-            return Err(BindingError::TooManySessions {
-                session: who.to_string(),
-                caller: state.callers + 1,
-                recorded: self.scripts.len(),
-                scripts: self
-                    .scripts
-                    .scripts()
-                    .iter()
-                    .map(SessionScript::describe)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+        // Claimed scripts are `0..cursors.len()` (see [`Cursors`]).
+        let first_unclaimed = cursors.len();
+        if key.is_none() && first_unclaimed > 0 && !self.scripts.is_empty() {
+            let holder = cursors
+                .iter()
+                .find(|(_, cursor)| cursor.script == 0)
+                .and_then(|(holder, _)| holder.as_deref());
+            return Err(BindingError::PrimaryTaken {
+                script: self.scripts.scripts()[0].describe(),
+                holder: holder.unwrap_or(ANONYMOUS_SESSION).to_string(),
             });
-        };
-        state.holders[script] = Some(key.clone());
-        state.callers += 1;
-        state
-            .cursors
-            .insert(key.clone(), Cursor { script, next: 0 });
-        Ok(script)
+        }
+        if first_unclaimed < self.scripts.len() {
+            cursors.insert(
+                key.clone(),
+                Cursor {
+                    script: first_unclaimed,
+                    next: 0,
+                },
+            );
+            return Ok(first_unclaimed);
+        }
+        Err(BindingError::TooManySessions {
+            session: who.to_string(),
+            caller: cursors.len() + 1,
+            recorded: self.scripts.len(),
+            scripts: self
+                .scripts
+                .scripts()
+                .iter()
+                .map(SessionScript::describe)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     }
 
     /// Calls served so far per script, in claim order (for diagnostics).
     pub fn progress(&self) -> Vec<usize> {
-        let Ok(state) = self.state.lock() else {
+        let Ok(cursors) = self.cursors.lock() else {
             return Vec::new();
         };
         let mut served = vec![0; self.scripts.len()];
-        for cursor in state.cursors.values() {
+        for cursor in cursors.values() {
             served[cursor.script] = cursor.next;
         }
         served
@@ -374,6 +368,22 @@ mod tests {
         );
         // A named session after the anonymous one takes the next script.
         assert_eq!(served_text(&replay.next_response(Some("x")).unwrap()), "c0");
+    }
+
+    #[test]
+    fn a_claim_stands_even_when_its_first_call_fails() {
+        let replay = binding(&[log("p", 0, "p", 0, None), log("c", 5, "c", 1, Some("p"))]);
+        assert!(matches!(
+            replay.next_response(Some("A")),
+            Err(BindingError::ScriptExhausted { call: 1, .. })
+        ));
+        assert_eq!(served_text(&replay.next_response(Some("B")).unwrap()), "c0");
+        let anonymous = replay.next_response(None).unwrap_err().to_string();
+        assert!(
+            anonymous.contains("but live session A already holds it"),
+            "{anonymous}"
+        );
+        assert_eq!(replay.progress(), vec![0, 1]);
     }
 
     #[test]

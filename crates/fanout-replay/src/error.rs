@@ -51,17 +51,6 @@ pub enum ReplayError {
     /// The agent under test could not be driven.
     #[error("{0}")]
     Drive(crate::acp::DriveError),
-    /// A snapshot record needs a provider key that is not set.
-    #[error(
-        "`snapshot record` runs the scenario against the live {provider} API and needs {env}, \
-         which is not set (for a keyless, deterministic recording use --provider scripted --script FILE)"
-    )]
-    MissingApiKey {
-        /// The provider.
-        provider: String,
-        /// The environment variable holding its key.
-        env: String,
-    },
     /// The HTTP replay server could not listen or serve.
     #[error("replay server on {addr}: {error}")]
     Serve {

@@ -57,13 +57,41 @@ pub fn default_replay_command() -> Vec<String> {
     .to_vec()
 }
 
+/// The values of the [`PLACEHOLDERS`] in an agent command.
+#[derive(Debug, Clone, Copy)]
+pub struct Placeholders<'a> {
+    /// `{fanout}`: the fanout executable.
+    pub fanout: &'a Path,
+    /// `{scenario}`: the scenario directory.
+    pub scenario: &'a Path,
+    /// `{sessions_root}`: where the agent writes its session logs.
+    pub sessions_root: &'a Path,
+    /// `{model}`: the model name.
+    pub model: &'a str,
+}
+
+impl Placeholders<'_> {
+    /// `argv` with every placeholder replaced by its value.
+    pub fn substitute(&self, argv: &[String]) -> Vec<String> {
+        argv.iter()
+            .map(|arg| {
+                arg.replace("{fanout}", &self.fanout.to_string_lossy())
+                    .replace("{scenario}", &self.scenario.to_string_lossy())
+                    .replace("{sessions_root}", &self.sessions_root.to_string_lossy())
+                    .replace("{model}", self.model)
+            })
+            .collect()
+    }
+}
+
 const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ScenarioToml {
-    #[serde(default)]
-    description: Option<String>,
+    /// For readers of the file: checked to be text, never used.
+    #[serde(default, rename = "description")]
+    _description: Option<String>,
     #[serde(default)]
     model: Option<String>,
     prompts: Spanned<Vec<Spanned<String>>>,
@@ -115,8 +143,6 @@ fn yes() -> bool {
 pub struct Scenario {
     /// The scenario directory.
     pub dir: PathBuf,
-    /// What it exercises.
-    pub description: Option<String>,
     /// Model name to record with.
     pub model: Option<String>,
     /// Prompts, sent in order in one session.
@@ -208,7 +234,6 @@ impl Scenario {
         };
         Ok(Self {
             dir: dir.to_path_buf(),
-            description: raw.description,
             model: raw.model.filter(|m| !m.trim().is_empty()),
             prompts,
             workspace_dirs,
@@ -336,6 +361,7 @@ subagents = false
                 "unknown placeholder {fanot}",
             ),
             ("prompts = [\"x\"]\nmodle = \"m\"\n", 2, "unknown field"),
+            ("prompts = [\"x\"]\ndescription = 3\n", 2, "invalid type"),
             (
                 "description = \"no prompts\"\n",
                 1,

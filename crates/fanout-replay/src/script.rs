@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use fanout_sessionlog::{
-    Backend, ReadError, RecordedResponse, SessionLog, Timestamp, list_logs, read_log,
+    Backend, ReadError, RecordedResponse, SessionLog, Timestamp, creation_order, list_logs,
+    read_log,
 };
 
 use crate::error::ReplayError;
@@ -37,6 +38,14 @@ pub fn session_file_index(name: &str) -> Option<usize> {
 /// The scenario session logs in `dir` (`session.jsonl`, `session.N.jsonl`),
 /// ordered by their index. Other files are not session logs and are ignored.
 pub fn scenario_log_files(dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
+    Ok(indexed_log_files(dir)?
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect())
+}
+
+/// [`scenario_log_files`] with each file's index.
+pub(crate) fn indexed_log_files(dir: &Path) -> Result<Vec<(usize, PathBuf)>, ReplayError> {
     let entries = std::fs::read_dir(dir).map_err(ReplayError::io(dir))?;
     let mut found = Vec::new();
     for entry in entries {
@@ -47,7 +56,7 @@ pub fn scenario_log_files(dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
         }
     }
     found.sort();
-    Ok(found.into_iter().map(|(_, path)| path).collect())
+    Ok(found)
 }
 
 /// One recorded session's model responses: what replay serves to the live
@@ -121,9 +130,8 @@ impl ScenarioScripts {
     /// order: `createdAt`, then recorded id.
     pub fn from_scripts(mut scripts: Vec<SessionScript>) -> Self {
         scripts.sort_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then_with(|| a.recorded_id.cmp(&b.recorded_id))
+            creation_order(a.created_at, &a.recorded_id)
+                .cmp(&creation_order(b.created_at, &b.recorded_id))
         });
         Self { scripts }
     }

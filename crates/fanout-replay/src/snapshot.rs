@@ -9,8 +9,8 @@ use fanout_sessionlog::{Chunk, Event, list_logs, parse_log};
 use crate::acp::{AgentCommand, Direction, DrivePlan, drive};
 use crate::error::ReplayError;
 use crate::normalize::Normalizer;
-use crate::scenario::{Scenario, TRANSCRIPT_FILE, default_replay_command};
-use crate::script::{ScenarioScripts, scenario_log_files, session_file_index, session_file_name};
+use crate::scenario::{Placeholders, Scenario, TRANSCRIPT_FILE, default_replay_command};
+use crate::script::{ScenarioScripts, indexed_log_files, session_file_name};
 
 /// Environment variables holding provider keys: removed for replay runs, so a
 /// replay provably needs none.
@@ -21,7 +21,9 @@ pub const API_KEY_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
 pub enum RunMode {
     /// Replay the scenario's own recorded logs (`run`, `refresh`).
     Replay,
-    /// Record: run `fanout agent` against a provider (`record`).
+    /// Record: run `fanout agent` against a provider (`record`). Whether the
+    /// provider is usable (its key, or a custom base URL) is the agent's rule,
+    /// which this crate does not know: the caller checks it before running.
     Record(RecordProvider),
 }
 
@@ -36,32 +38,6 @@ pub struct RecordProvider {
     pub script: Option<PathBuf>,
     /// Provider base URL (a custom endpoint needs no key).
     pub base_url: Option<String>,
-}
-
-impl RecordProvider {
-    /// Fails clearly, before anything runs, when the live provider's key is missing.
-    pub fn check(&self) -> Result<(), ReplayError> {
-        self.check_with(|var| std::env::var(var).ok())
-    }
-
-    /// [`Self::check`] with the environment lookup given, so it is testable.
-    fn check_with(&self, env: impl Fn(&str) -> Option<String>) -> Result<(), ReplayError> {
-        let key_var = match self.provider.as_str() {
-            "anthropic" => Some("ANTHROPIC_API_KEY"),
-            "openai" => Some("OPENAI_API_KEY"),
-            _ => None,
-        };
-        if let Some(var) = key_var {
-            let has_key = env(var).is_some_and(|v| !v.trim().is_empty());
-            if !has_key && self.base_url.is_none() {
-                return Err(ReplayError::MissingApiKey {
-                    provider: self.provider.clone(),
-                    env: var.to_string(),
-                });
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The normalised outputs of one run.
@@ -107,7 +83,6 @@ pub async fn run(
             (argv, Some(model))
         }
         RunMode::Record(provider) => {
-            provider.check()?;
             let model = provider.model.clone().or_else(|| scenario.model.clone());
             (record_command(provider, model.is_some()), model)
         }
@@ -123,13 +98,13 @@ pub async fn run(
     let workspace = std::fs::canonicalize(&workspace).map_err(ReplayError::io(&workspace))?;
     let scenario_dir = absolute(&scenario.dir)?;
 
-    let substitute = |arg: &str| {
-        arg.replace("{fanout}", &fanout.to_string_lossy())
-            .replace("{scenario}", &scenario_dir.to_string_lossy())
-            .replace("{sessions_root}", &sessions_root.to_string_lossy())
-            .replace("{model}", model.as_deref().unwrap_or(""))
-    };
-    let argv: Vec<String> = argv.iter().map(|arg| substitute(arg)).collect();
+    let argv = Placeholders {
+        fanout,
+        scenario: &scenario_dir,
+        sessions_root: &sessions_root,
+        model: model.as_deref().unwrap_or(""),
+    }
+    .substitute(&argv);
     let Some(mut command) = AgentCommand::from_argv(&argv) else {
         return Err(ReplayError::Scenario {
             path: scenario.dir.join(crate::scenario::SCENARIO_FILE),
@@ -356,17 +331,19 @@ pub fn compare(dir: &Path, snapshot: &Snapshot) -> Result<Vec<FileCheck>, Replay
             },
         });
     }
-    for path in scenario_log_files(dir)? {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let index = session_file_index(&name).unwrap_or(usize::MAX);
-        if index >= snapshot.session_logs.len() {
-            checks.push(FileCheck::NotProduced { name });
-        }
+    for (index, _) in stale_logs(dir, snapshot)? {
+        checks.push(FileCheck::NotProduced {
+            name: session_file_name(index),
+        });
     }
     Ok(checks)
+}
+
+/// The expected session logs in `dir` that `snapshot` did not produce (index, path).
+fn stale_logs(dir: &Path, snapshot: &Snapshot) -> Result<Vec<(usize, PathBuf)>, ReplayError> {
+    let mut logs = indexed_log_files(dir)?;
+    logs.retain(|(index, _)| *index >= snapshot.session_logs.len());
+    Ok(logs)
 }
 
 /// A unified diff with file headers, three lines of context.
@@ -402,15 +379,8 @@ pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, Re
         write_private(&path, content.as_bytes()).map_err(ReplayError::io(&path))?;
         written.push(name);
     }
-    for path in scenario_log_files(dir)? {
-        let stale = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(session_file_index)
-            .is_some_and(|index| index >= snapshot.session_logs.len());
-        if stale {
-            std::fs::remove_file(&path).map_err(ReplayError::io(&path))?;
-        }
+    for (_, path) in stale_logs(dir, snapshot)? {
+        std::fs::remove_file(&path).map_err(ReplayError::io(&path))?;
     }
     Ok(written)
 }
@@ -484,35 +454,5 @@ mod tests {
                 .iter()
                 .all(FileCheck::is_same)
         );
-    }
-
-    #[test]
-    fn record_without_a_key_is_refused_before_anything_runs() {
-        let live = RecordProvider {
-            provider: "anthropic".into(),
-            model: None,
-            script: None,
-            base_url: None,
-        };
-        let no_env = |_: &str| None;
-        let err = live.check_with(no_env).unwrap_err().to_string();
-        assert!(err.contains("needs ANTHROPIC_API_KEY"), "{err}");
-        let blank = |_: &str| Some("  ".to_string());
-        assert!(live.check_with(blank).is_err(), "a blank key is no key");
-        let keyed = |var: &str| (var == "ANTHROPIC_API_KEY").then(|| "sk-test".to_string());
-        assert!(live.check_with(keyed).is_ok());
-        let local = RecordProvider {
-            base_url: Some("http://127.0.0.1:1".into()),
-            ..live.clone()
-        };
-        assert!(
-            local.check_with(no_env).is_ok(),
-            "a custom endpoint needs no key"
-        );
-        let scripted = RecordProvider {
-            provider: "scripted".into(),
-            ..live
-        };
-        assert!(scripted.check_with(no_env).is_ok());
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ReadError;
 use crate::reader::read_header;
+use crate::time::Timestamp;
 use crate::types::Header;
 
 /// Longest sanitised cwd tail kept in a bucket name.
@@ -137,25 +138,21 @@ pub fn list_logs(root: &Path) -> Result<Vec<LogEntry>, ReadError> {
 }
 
 /// Orders logs primary-first: sessions without a parent first, then each group
-/// by `createdAt`, then by id.
+/// by [`creation_order`].
 pub fn sort_primary_first(entries: &mut [LogEntry]) {
     entries.sort_by(|a, b| {
-        let key = |e: &LogEntry| e.header.parent_session.is_some();
-        key(a)
-            .cmp(&key(b))
-            .then(a.header.created_at.cmp(&b.header.created_at))
-            .then_with(|| a.header.id.cmp(&b.header.id))
+        let child = |e: &LogEntry| e.header.parent_session.is_some();
+        child(a).cmp(&child(b)).then_with(|| {
+            creation_order(a.header.created_at, &a.header.id)
+                .cmp(&creation_order(b.header.created_at, &b.header.id))
+        })
     });
 }
 
-/// Orders logs by `createdAt`, then id (the replay script order of DESIGN 5.3).
-pub fn sort_by_created(entries: &mut [LogEntry]) {
-    entries.sort_by(|a, b| {
-        a.header
-            .created_at
-            .cmp(&b.header.created_at)
-            .then_with(|| a.header.id.cmp(&b.header.id))
-    });
+/// The sort key of sessions by `createdAt`, then id: the replay script order
+/// of DESIGN 5.3, and the order within each group of [`sort_primary_first`].
+pub fn creation_order(created_at: Timestamp, id: &str) -> (Timestamp, &str) {
+    (created_at, id)
 }
 
 #[cfg(test)]

@@ -146,17 +146,7 @@ impl Endpoint {
         spec: &EndpointSpec,
         base_url: Option<&str>,
     ) -> Result<Self, ProviderConfigError> {
-        let base = base_url
-            .map(str::to_string)
-            .or_else(|| env_non_empty(spec.base_url_env))
-            .unwrap_or_else(|| spec.default_base_url.to_string());
-        let key = env_non_empty(spec.api_key_env);
-        if key.is_none() && base.trim_end_matches('/') == spec.default_base_url {
-            return Err(ProviderConfigError(format!(
-                "{} is not set (needed for {})",
-                spec.api_key_env, spec.default_base_url
-            )));
-        }
+        let (base, key) = resolve(spec, base_url, env_non_empty)?;
         Self::new(&base, key)
     }
 
@@ -204,6 +194,27 @@ impl Endpoint {
         }
         send(spec.provider, Some(spec.api_key_env), builder).await
     }
+}
+
+/// The base URL and key of [`Endpoint::from_env`], with the environment lookup
+/// given (so the rule is testable without touching the process environment).
+fn resolve(
+    spec: &EndpointSpec,
+    base_url: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(String, Option<String>), ProviderConfigError> {
+    let base = base_url
+        .map(str::to_string)
+        .or_else(|| env(spec.base_url_env))
+        .unwrap_or_else(|| spec.default_base_url.to_string());
+    let key = env(spec.api_key_env);
+    if key.is_none() && base.trim_end_matches('/') == spec.default_base_url {
+        return Err(ProviderConfigError(format!(
+            "{} is not set (needed for {})",
+            spec.api_key_env, spec.default_base_url
+        )));
+    }
+    Ok((base, key))
 }
 
 /// Reads an environment variable, treating empty as unset.
@@ -415,6 +426,64 @@ mod tests {
         assert!(!format!("{key:?}").contains("sk-secret"));
         assert!(ApiKey::new("  ".into()).is_none());
         assert!(key.header_value("Bearer ").unwrap().is_sensitive());
+    }
+
+    #[test]
+    fn a_key_or_a_custom_base_url_makes_the_endpoint_usable() {
+        use crate::model::anthropic::AnthropicApi;
+        let spec = &<AnthropicApi as WireFormat>::SPEC;
+        // As `env_non_empty` reads it: blank is unset.
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(var, value)| *var == name && !value.trim().is_empty())
+                    .map(|(_, value)| value.to_string())
+            }
+        };
+        let err = resolve(spec, None, env(&[])).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "ANTHROPIC_API_KEY is not set (needed for https://api.anthropic.com)"
+        );
+        assert!(
+            resolve(spec, None, env(&[("ANTHROPIC_API_KEY", "  ")])).is_err(),
+            "a blank key is no key"
+        );
+        assert!(
+            resolve(spec, Some("https://api.anthropic.com/"), env(&[])).is_err(),
+            "the public endpoint named explicitly still needs the key"
+        );
+        let keyed = resolve(spec, None, env(&[("ANTHROPIC_API_KEY", "sk-test")])).unwrap();
+        assert_eq!(
+            keyed,
+            ("https://api.anthropic.com".into(), Some("sk-test".into()))
+        );
+        assert_eq!(
+            resolve(spec, Some("http://127.0.0.1:1"), env(&[])).unwrap(),
+            ("http://127.0.0.1:1".into(), None),
+            "a custom endpoint needs no key"
+        );
+        assert_eq!(
+            resolve(
+                spec,
+                None,
+                env(&[("ANTHROPIC_BASE_URL", "http://127.0.0.1:2")])
+            )
+            .unwrap(),
+            ("http://127.0.0.1:2".into(), None),
+            "nor does one from the environment"
+        );
+        assert_eq!(
+            resolve(
+                spec,
+                Some("http://127.0.0.1:1"),
+                env(&[("ANTHROPIC_BASE_URL", "http://127.0.0.1:2")])
+            )
+            .unwrap()
+            .0,
+            "http://127.0.0.1:1",
+            "the flag wins over the environment"
+        );
     }
 
     #[test]

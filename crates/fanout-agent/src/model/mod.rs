@@ -59,8 +59,9 @@ impl GenerateOptions {
     }
 }
 
-/// The HTTP header carrying [`GenerateOptions::session_id`].
-pub const SESSION_ID_HEADER: &str = "x-fanout-session-id";
+/// The HTTP header carrying [`GenerateOptions::session_id`]: the replay
+/// server's, so the two cannot drift apart.
+pub use fanout_replay::server::SESSION_ID_HEADER;
 
 /// One model call's input, provider-neutral.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
