@@ -13,7 +13,8 @@
 //! The `fanout` binary is found next to this benchmark's target directory
 //! (`target/release/fanout` under `cargo bench`), or at `FANOUT_BIN`. Sizes:
 //! `FANOUT_BENCH_REQUESTS` (default 2000), `FANOUT_BENCH_RUNS` (default 30).
-//! Without `--bench` (as `cargo test --benches` runs it) everything is tiny.
+//! Without `--bench` (as `cargo test --benches` runs it) everything is tiny; a
+//! missing binary then skips the snapshot part, except under CI, where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use fanout_replay::server::RunningServer;
+use fanout_replay::server::{RunningServer, SESSION_ID_HEADER};
 use fanout_replay::{ReplayBinding, ScenarioScripts, SessionScript, anthropic_events};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -52,7 +53,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(server_latency(requests));
-    snapshot_wall_time(runs, quick);
+    snapshot_wall_time(runs);
 }
 
 /// A binding whose primary script is `count` copies of the scenario's largest
@@ -119,7 +120,7 @@ async fn server_latency(requests: usize) {
             let started = Instant::now();
             let response = client
                 .post(&url)
-                .header("x-fanout-session-id", "bench")
+                .header(SESSION_ID_HEADER, "bench")
                 .json(&request)
                 .send()
                 .await
@@ -197,11 +198,13 @@ fn fanout_binary() -> Option<PathBuf> {
     candidate.is_file().then_some(candidate)
 }
 
-fn snapshot_wall_time(runs: usize, quick: bool) {
+fn snapshot_wall_time(runs: usize) {
     let Some(fanout) = fanout_binary() else {
-        println!(
-            "snapshot: skipped (no fanout binary next to this bench; `cargo build --release -p fanout-cli` or set FANOUT_BIN)"
-        );
+        let why = "no fanout binary next to this bench; `cargo build --release -p fanout-cli` \
+                   (`cargo build -p fanout-cli` for `cargo test`) or set FANOUT_BIN";
+        // Under CI a skipped check is a failed one.
+        assert!(!fanout_acp::testing::in_ci(), "snapshot: {why}");
+        println!("snapshot: skipped ({why})");
         return;
     };
     let scenario = scenario_dir();
@@ -222,20 +225,15 @@ fn snapshot_wall_time(runs: usize, quick: bool) {
         scenario.as_os_str(),
     ];
     let version_args = [std::ffi::OsStr::new("--version")];
-    // One checked run first: a failing snapshot is not a benchmark.
+    // One checked run first: a failing snapshot is not a benchmark, in any mode.
     let (_, output) = time(&snapshot_args);
-    if !output.status.success() {
-        let said = String::from_utf8_lossy(&output.stdout);
-        if quick {
-            // A stale debug binary under `cargo test` is not this bench's failure.
-            println!(
-                "snapshot: skipped ({} did not pass: {said})",
-                fanout.display()
-            );
-            return;
-        }
-        panic!("fanout snapshot run failed:\n{said}");
-    }
+    assert!(
+        output.status.success(),
+        "{} snapshot run failed (a stale binary? rebuild it with `cargo build -p fanout-cli`):\n{}{}",
+        fanout.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
     let mut snapshot = Vec::with_capacity(runs);
     let mut start_only = Vec::with_capacity(runs);
     for _ in 0..runs {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use fanout_acp::{Message, RequestId, ResponseOutcome, classify};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -89,6 +90,9 @@ pub struct AgentCommand {
     pub args: Vec<String>,
     /// Environment variables removed for the agent (e.g. API keys in replay).
     pub env_remove: Vec<String>,
+    /// Environment variables set for the agent: for values that must not show
+    /// on its command line (`ps`), such as a database URL with a password.
+    pub env: Vec<(String, String)>,
 }
 
 impl AgentCommand {
@@ -99,6 +103,7 @@ impl AgentCommand {
             program: PathBuf::from(program),
             args: args.to_vec(),
             env_remove: Vec::new(),
+            env: Vec::new(),
         })
     }
 }
@@ -169,6 +174,7 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
     for var in &command.env_remove {
         process.env_remove(var);
     }
+    process.envs(command.env.iter().map(|(k, v)| (k, v)));
     let mut child = process.spawn().map_err(|error| DriveError::Spawn {
         program: command.program.display().to_string(),
         error,
@@ -271,38 +277,42 @@ impl Connection {
         if plan.client_subagents {
             capabilities["subagents"] = json!({});
         }
-        let init = self
+        let (init, line) = self
             .request(
                 "initialize",
                 json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
             )
             .await?;
-        if init.get("result").is_none() {
-            return Err(refused("initialize", &init));
+        if !matches!(init, ResponseOutcome::Result(_)) {
+            return Err(refused("initialize", line));
         }
-        let new = self
+        let (new, line) = self
             .request("session/new", json!({"cwd": plan.cwd, "mcpServers": []}))
             .await?;
-        let session_id = new
-            .pointer("/result/sessionId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| refused("session/new", &new))?
-            .to_string();
+        let ResponseOutcome::Result(new) = new else {
+            return Err(refused("session/new", line));
+        };
+        let Some(session_id) = new.get("sessionId").and_then(Value::as_str) else {
+            return Err(refused("session/new", line));
+        };
+        let session_id = session_id.to_string();
         let mut stop_reasons = Vec::new();
         for prompt in &plan.prompts {
-            let answer = self
+            let (answer, _) = self
                 .request(
                     "session/prompt",
                     json!({"sessionId": session_id, "prompt": [{"type": "text", "text": prompt}]}),
                 )
                 .await?;
-            let outcome = match answer.pointer("/result/stopReason").and_then(Value::as_str) {
-                Some(reason) => Ok(reason.to_string()),
-                None => Err(answer
-                    .pointer("/error/message")
+            let outcome = match answer {
+                ResponseOutcome::Result(result) => result
+                    .get("stopReason")
                     .and_then(Value::as_str)
-                    .unwrap_or("no stopReason")
-                    .to_string()),
+                    .map(str::to_string)
+                    .ok_or_else(|| "no stopReason".to_string()),
+                ResponseOutcome::Error(error) => {
+                    Err(error.message.unwrap_or_else(|| "no stopReason".into()))
+                }
             };
             stop_reasons.push(outcome);
         }
@@ -326,13 +336,18 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends a request and reads until its response, recording notifications
-    /// and refusing the agent's own requests on the way.
-    async fn request(&mut self, method: &str, params: Value) -> Result<Value, DriveError> {
+    /// Sends a request and reads until its response (returned with its line),
+    /// recording notifications and refusing the agent's own requests on the way.
+    async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<(ResponseOutcome, String), DriveError> {
         self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
+        let id = RequestId::Number(self.next_id.into());
+        let request =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        self.send_for(method, &request).await?;
         loop {
             let line = match tokio::time::timeout(self.timeout, self.stdout.next_line()).await {
                 Err(_) => {
@@ -342,36 +357,152 @@ impl Connection {
                     });
                 }
                 Ok(Ok(Some(line))) => line,
-                Ok(Ok(None)) => {
-                    return Err(DriveError::Exited {
-                        method: method.to_string(),
-                        stderr: String::new(),
-                    });
-                }
+                Ok(Ok(None)) => return Err(exited(method)),
                 Ok(Err(err)) => return Err(err.into()),
             };
-            let parsed: Option<Value> = serde_json::from_str(&line).ok();
             self.transcript.push(TranscriptLine {
                 direction: Direction::Received,
-                text: line,
+                text: line.clone(),
             });
-            let Some(message) = parsed else { continue };
-            let is_response = message.get("method").is_none();
-            if is_response && message.get("id") == Some(&json!(id)) {
-                return Ok(message);
+            match classify(&line) {
+                Ok(Message::Response {
+                    id: Some(answered),
+                    outcome,
+                }) if answered == id => return Ok((outcome, line)),
+                Ok(Message::Request {
+                    id: asked_id,
+                    method: asked,
+                    ..
+                }) => {
+                    let asked_id = match asked_id {
+                        RequestId::Number(n) => Value::Number(n),
+                        RequestId::String(s) => Value::String(s),
+                    };
+                    // The method as JSON text, quoted, as transcripts have always shown it.
+                    let refusal = json!({"jsonrpc": "2.0", "id": asked_id, "error": {
+                        "code": -32601, "message": format!("method not found: {}", Value::String(asked))}});
+                    self.send_for(method, &refusal).await?;
+                }
+                // A malformed answer to this request (neither result nor error) is a
+                // refusal now, not a timeout later.
+                Err(_) if answers(&line, self.next_id) => return Err(refused(method, line)),
+                // Notifications, other responses and lines that are not JSON-RPC
+                // are only recorded.
+                _ => {}
             }
-            if let (Some(request_id), Some(asked)) = (message.get("id"), message.get("method")) {
-                let refusal = json!({"jsonrpc": "2.0", "id": request_id, "error": {
-                    "code": -32601, "message": format!("method not found: {asked}")}});
-                self.send(&refusal).await?;
+        }
+    }
+
+    /// [`Self::send`] while `method` is pending: a closed stdin means the agent
+    /// is gone, which is reported like a closed stdout, so its stderr is shown.
+    async fn send_for(&mut self, method: &str, message: &Value) -> Result<(), DriveError> {
+        match self.send(message).await {
+            Err(DriveError::Io(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+                Err(exited(method))
             }
+            other => other,
         }
     }
 }
 
-fn refused(method: &str, answer: &Value) -> DriveError {
+/// Whether `line` is an object without a method carrying request id `id`.
+fn answers(line: &str, id: u64) -> bool {
+    serde_json::from_str::<Value>(line).is_ok_and(|message| {
+        message.get("method").is_none() && message.get("id") == Some(&json!(id))
+    })
+}
+
+/// The agent went away while `method` was pending; [`drive`] adds its stderr.
+fn exited(method: &str) -> DriveError {
+    DriveError::Exited {
+        method: method.to_string(),
+        stderr: String::new(),
+    }
+}
+
+fn refused(method: &str, answer: String) -> DriveError {
     DriveError::Refused {
         method: method.to_string(),
-        answer: answer.to_string(),
+        answer,
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn plan() -> DrivePlan {
+        DrivePlan {
+            cwd: PathBuf::from("/"),
+            prompts: vec!["hi".into()],
+            client_subagents: false,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn shell(script: &str) -> AgentCommand {
+        AgentCommand {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script.into()],
+            env_remove: Vec::new(),
+            env: vec![("FANOUT_TEST_REASON".into(), "no model".into())],
+        }
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_dies_before_reading_is_reported_with_its_stderr() {
+        // Stdin closed first, so the first write fails (EPIPE) rather than the read.
+        let command = shell("exec 0<&-; echo \"cannot start: $FANOUT_TEST_REASON\" >&2; sleep 1");
+        let err = drive(&command, &plan()).await.unwrap_err().to_string();
+        assert!(
+            err.starts_with("the agent exited before answering initialize")
+                && err.ends_with("its stderr ends with:\ncannot start: no model"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_stdin_is_the_agent_gone_not_an_io_error() {
+        // "ready" comes after stdin is closed, so the write below must hit EPIPE.
+        let mut child = Command::new("sh")
+            .args(["-c", "exec 0<&-; echo ready; sleep 5"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut conn = Connection::attach(&mut child, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            conn.stdout.next_line().await.unwrap().as_deref(),
+            Some("ready")
+        );
+        let err = conn.request("initialize", json!({})).await.unwrap_err();
+        assert!(
+            matches!(&err, DriveError::Exited { method, .. } if method == "initialize"),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_malformed_answer_is_a_refusal_not_a_timeout() {
+        let command = shell(r#"read line; echo '{"jsonrpc":"2.0","id":1}'; exec sleep 30"#);
+        // A timeout would be DriveError::Timeout; the answer must be read as a refusal.
+        let err = drive(&command, &plan()).await.unwrap_err();
+        assert!(
+            matches!(&err, DriveError::Refused { method, .. } if method == "initialize"),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_exits_before_answering_is_reported_with_its_stderr() {
+        let command = shell("read line; echo gone >&2");
+        let err = drive(&command, &plan()).await.unwrap_err().to_string();
+        assert!(
+            err.starts_with("the agent exited before answering initialize")
+                && err.ends_with("its stderr ends with:\ngone"),
+            "{err}"
+        );
     }
 }

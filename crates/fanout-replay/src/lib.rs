@@ -16,8 +16,8 @@
 //!   [`snapshot`]): `scenario.toml`, an ACP client that drives an agent
 //!   process, normalisation, harvesting every log primary-first, unified diffs.
 //!
-//! It reads and compares session logs through `fanout-sessionlog` and runs
-//! agents as processes. It knows nothing about the reference agent's insides
+//! It reads and compares session logs through `fanout-sessionlog`, runs
+//! agents as processes, and reads their JSON-RPC lines with `fanout-acp`. It knows nothing about the reference agent's insides
 //! (the agent depends on this crate for its `replay` provider, not the other
 //! way round), nor about fanout's capture path or store.
 
