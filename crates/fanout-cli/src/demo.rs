@@ -10,10 +10,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use fanout_replay::acp::{AgentCommand, DrivePlan, drive};
+use fanout_replay::scenario::{Placeholders, default_replay_command};
 use fanout_replay::snapshot::API_KEY_VARS;
 use fanout_replay::{Scenario, ScenarioScripts};
 
-use crate::output::DbArgs;
+use crate::output::{DATABASE_URL_ENV, DbArgs};
 use crate::report::{self, ReportArgs, ReportFormat};
 
 /// The bundled scenario, compiled in so the demo runs from any directory.
@@ -114,8 +115,11 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
     .await
 }
 
-/// `fanout proxy --db DB --task TASK -- fanout agent --provider replay …`,
-/// with everything the run writes kept in `work` and no provider key passed on.
+/// `fanout proxy --task TASK -- fanout agent --provider replay …` (the
+/// scenario's default replay command), with everything the run writes kept in
+/// `work` and no provider key passed on. The database URL goes through the
+/// environment (`--db` reads `FANOUT_DATABASE_URL`): on the command line, any
+/// `ps` would show its password.
 fn proxied_agent(
     fanout: &Path,
     work: &Path,
@@ -124,32 +128,84 @@ fn proxied_agent(
     scenario_dir: &Path,
     scripts: &ScenarioScripts,
 ) -> AgentCommand {
-    let path = |p: &Path| p.to_string_lossy().into_owned();
-    let model = scripts.recorded_model().unwrap_or("replay");
-    let args = [
+    let agent = Placeholders {
+        fanout,
+        scenario: scenario_dir,
+        sessions_root: &work.join("sessions"),
+        model: scripts.recorded_model().unwrap_or("replay"),
+    }
+    .substitute(&default_replay_command());
+    let mut args: Vec<String> = [
         "proxy",
-        "--db",
-        db,
         "--task",
         task,
         "--no-transcript",
         "--stats-dir",
-        &path(&work.join("stats")),
+        &work.join("stats").to_string_lossy(),
         "--",
-        &path(fanout),
-        "agent",
-        "--provider",
-        "replay",
-        "--scenario",
-        &path(scenario_dir),
-        "--model",
-        model,
-        "--sessions-root",
-        &path(&work.join("sessions")),
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(agent);
     AgentCommand {
         program: fanout.to_path_buf(),
-        args: args.iter().map(|a| a.to_string()).collect(),
+        args,
         env_remove: API_KEY_VARS.map(String::from).to_vec(),
+        env: vec![(DATABASE_URL_ENV.to_string(), db.to_string())],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxied_agent_is_the_default_replay_command_and_the_db_url_stays_off_its_argv() {
+        let db = "postgres://fanout:s3cret@db.example/fanout";
+        let scripts = ScenarioScripts::from_scripts(Vec::new());
+        let command = proxied_agent(
+            Path::new("/bin/fanout"),
+            Path::new("/w"),
+            db,
+            "t1",
+            Path::new("/w/scenario"),
+            &scripts,
+        );
+        assert!(
+            command.args.iter().all(|arg| !arg.contains("s3cret")),
+            "{:?}",
+            command.args
+        );
+        assert_eq!(
+            command.env,
+            [(DATABASE_URL_ENV.to_string(), db.to_string())]
+        );
+        let split = command.args.iter().position(|a| a == "--").unwrap();
+        assert_eq!(
+            command.args[..split],
+            [
+                "proxy",
+                "--task",
+                "t1",
+                "--no-transcript",
+                "--stats-dir",
+                "/w/stats"
+            ]
+        );
+        assert_eq!(
+            command.args[split + 1..],
+            [
+                "/bin/fanout",
+                "agent",
+                "--provider",
+                "replay",
+                "--scenario",
+                "/w/scenario",
+                "--model",
+                "replay",
+                "--sessions-root",
+                "/w/sessions"
+            ]
+        );
     }
 }

@@ -8,10 +8,13 @@ use fanout_store::{Activation, OpenOptions, SqlStore};
 /// flags alike; clap's own 2 means "no verdict" to `fanout health`.
 pub const EXIT_USAGE: u8 = 64;
 
+/// The environment variable `--db` falls back to.
+pub const DATABASE_URL_ENV: &str = "FANOUT_DATABASE_URL";
+
 #[derive(Debug, Clone, Args)]
 pub struct DbArgs {
     /// Database URL: sqlite://PATH (the embedded default) or postgres://USER@HOST:PORT/DB.
-    #[arg(long = "db", env = "FANOUT_DATABASE_URL", default_value = fanout_store::DEFAULT_DATABASE_URL)]
+    #[arg(long = "db", env = DATABASE_URL_ENV, default_value = fanout_store::DEFAULT_DATABASE_URL)]
     pub db: String,
 }
 
