@@ -35,7 +35,8 @@ pub struct AgentArgs {
     /// Scenario directory (or sessions root) whose session logs the replay provider serves.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// Directory of session logs (default: $XDG_DATA_HOME/fanout/sessions or ~/.local/share/fanout/sessions).
+    /// Directory of session logs (default: `sessions` in the fanout data directory:
+    /// $FANOUT_DATA_DIR, else $XDG_DATA_HOME/fanout, else ~/.local/share/fanout).
     #[arg(long)]
     pub sessions_root: Option<PathBuf>,
     /// Deepest subagent nesting allowed (a top-level session is depth 0).
@@ -204,12 +205,7 @@ pub fn agent_config(
     let sessions_root = args
         .sessions_root
         .clone()
-        .or_else(fanout_sessionlog::default_sessions_root)
-        .ok_or_else(|| {
-            AgentError::Config(
-                "no sessions root: pass --sessions-root or set XDG_DATA_HOME or HOME".into(),
-            )
-        })?;
+        .unwrap_or_else(fanout_sessionlog::default_sessions_root);
     Ok(AgentConfig {
         model,
         model_name,

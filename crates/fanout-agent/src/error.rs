@@ -21,9 +21,6 @@ pub enum AgentError {
         /// Why.
         error: ProviderConfigError,
     },
-    /// Another configuration problem (e.g. no sessions root).
-    #[error("{0}")]
-    Config(String),
     /// Reading or writing the ACP channel failed.
     #[error("ACP channel I/O failed: {0}")]
     Io(std::io::Error),

@@ -43,12 +43,13 @@ mod transcript;
 
 pub use agent::AgentExit;
 pub use error::ProxyError;
+/// Where transcripts and stats go by default (the rule session logs follow too).
+pub use fanout_sessionlog::default_data_dir;
 pub use http::{MetricsSource, router, serve_http};
 pub use metrics_registry::{
     Registry, SUBAGENT_CONTEXT_METRIC, Series, SeriesValue, Snapshot, render_expvar,
     render_prometheus, subagent_outcomes,
 };
-pub use paths::default_data_dir;
 pub use proxy::{ClientStreams, EXECUTION_ID_ENV, ProxyConfig, ProxyOutcome, ProxyTuning, run};
 pub use stats::{StatsDir, StatsFile};
 pub use transcript::{TRANSCRIPT_VERSION, TranscriptHeader, TranscriptWriter};

@@ -1,23 +1,5 @@
-//! Where fanout keeps its own files when not told otherwise.
-
-use std::path::PathBuf;
-
-/// fanout's data directory: `$FANOUT_DATA_DIR`, else `$XDG_DATA_HOME/fanout`, else
-/// `$HOME/.local/share/fanout`, else `./.fanout` (a process without a home still gets
-/// a place it can write, next to the work it captures).
-pub fn default_data_dir() -> PathBuf {
-    let non_empty = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty("FANOUT_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(data) = non_empty("XDG_DATA_HOME") {
-        return PathBuf::from(data).join("fanout");
-    }
-    match non_empty("HOME") {
-        Some(home) => PathBuf::from(home).join(".local/share/fanout"),
-        None => PathBuf::from(".fanout"),
-    }
-}
+//! Private files and directories (the default data directory is
+//! [`fanout_sessionlog::default_data_dir`]).
 
 /// Creates `dir` and its missing parents; the ones created are 0700 (transcripts and
 /// stats are nobody else's business).

@@ -24,8 +24,8 @@ mod writer;
 
 pub use error::{ReadError, WriteError};
 pub use layout::{
-    LogEntry, bucket_dir, bucket_name, creation_order, default_sessions_root, list_logs, log_path,
-    sort_primary_first,
+    LogEntry, bucket_dir, bucket_name, creation_order, default_data_dir, default_sessions_root,
+    list_logs, log_path, sort_primary_first,
 };
 pub use reader::{parse_log, read_header, read_log};
 pub use time::{Timestamp, TimestampParseError};
