@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 /// Whether `CI` says this is a CI run, read as `scripts/test.sh` reads it (`true`,
 /// `TRUE`, `True`, `1`, `yes`). Where a test could skip for want of something (a
-/// database, an agent, `shared/`), under CI it must fail instead.
+/// database, an agent), under CI it must fail instead.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| matches!(v.as_str(), "true" | "TRUE" | "True" | "1" | "yes"))
 }
