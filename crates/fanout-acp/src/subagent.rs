@@ -92,7 +92,7 @@ impl SubagentTask {
         fill_text(&mut self.subagent_type, inputs.subagent_type.as_deref());
     }
 
-    /// Kandev's `applySubagentResult`: an absent or empty value never blanks a known one.
+    /// Merges one frame's results: an absent or empty value never blanks a known one.
     pub(crate) fn merge_result(&mut self, result: &SubagentResult) {
         replace_if_some(&mut self.status, result.status.as_deref());
         replace_if_some(&mut self.agent_id, result.agent_id.as_deref());

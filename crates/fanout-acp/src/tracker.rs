@@ -20,7 +20,7 @@ const MAX_PENDING_REQUESTS: usize = 4096;
 const MAX_OPEN_TOOL_CALLS: usize = 4096;
 /// Finished non-subagent tool calls kept so late frames still find title and parent.
 const MAX_SETTLED_TOOL_CALLS: usize = 1024;
-/// Finished subagent rows kept for late updates (Kandev's 256 completed correlations).
+/// Finished subagent rows kept for late updates.
 /// Unfinished subagent rows are never evicted.
 const MAX_SETTLED_SUBAGENTS: usize = 256;
 const MAX_PARKED_CURSOR_TASKS: usize = 1024;

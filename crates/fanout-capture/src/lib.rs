@@ -1,9 +1,9 @@
 //! fanout-capture: what fanout records from an agent's ACP traffic, and how.
 //!
-//! Owns the "orchestrator" half of capture (DESIGN 3.2, Kandev's orchestrator
-//! semantics): from [`fanout_acp`] events it keeps one `task_sessions` row per ACP
-//! session, one `task_session_turns` row per `session/prompt`, and one
-//! `task_session_messages` row per tool call (the metadata contract of DESIGN 4.1).
+//! Owns the "orchestrator" half of capture (DESIGN 3.2): from [`fanout_acp`] events
+//! it keeps one `task_sessions` row per ACP session, one `task_session_turns` row per
+//! `session/prompt`, and one `task_session_messages` row per tool call (the metadata
+//! contract of DESIGN 4.1).
 //! Then it hands every subagent snapshot to the subagent writer (DESIGN 4.2) with
 //! the turn open at that moment, never creating one. It also owns [`import`]: reading
 //! fanout transcripts and Claude Code's native session folders into the same rows.

@@ -1,6 +1,6 @@
-//! The subagent writer (DESIGN 4.2, Kandev's `RecordSubagentContext`): identity gate,
-//! value normalisation, terminality, one upsert, counters. It returns nothing, so
-//! telemetry can never fail the product path that calls it.
+//! The subagent writer (DESIGN 4.2): identity gate, value normalisation, terminality,
+//! one upsert, counters. It returns nothing, so telemetry can never fail the product
+//! path that calls it.
 
 use std::sync::Arc;
 
@@ -70,7 +70,7 @@ impl SubagentWriter {
             return None;
         }
         let (record, anomalous) = normalize(frame);
-        // Counted before the upsert, so also for frames whose write then fails (Kandev).
+        // Counted before the upsert, so a frame whose write then fails still counts.
         if anomalous {
             self.counters.bump(Outcome::AnomalousValue);
         }
