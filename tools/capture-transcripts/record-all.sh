@@ -26,7 +26,8 @@ names=("$@")
 defaulted=$(( ${#names[@]} == 0 ))
 [[ ${#names[@]} -gt 0 ]] || names=(opencode codex codex-subagents codex-v2 codex-v2-subagents)
 # Claude (agents/claude.py): claude-<adapter version>-<scenario>[-subagents]; each run also
-# keeps Claude Code's own history under fixtures/history/claude/<name>/projects/.
+# keeps Claude Code's own history under fixtures/history/claude/<name>/projects/ and the
+# list of its model requests (<name>.requests.json). Then run claude_expected.py record.
 claude_scenarios=(single parallel background failing cancel nested permission)
 claude_names=()
 for s in "${claude_scenarios[@]}"; do
@@ -42,7 +43,7 @@ names=("${expanded[@]}")
 record_claude() {  # record_claude NAME AGENT: the scenario and --subagents come from NAME
   local name="$1" agent="$2" scenario="${1#claude-*.*.*-}" caps=()
   if [[ "$scenario" == *-subagents ]]; then scenario="${scenario%-subagents}"; caps=(--subagents); fi
-  record "$name" "$agent" --scenario "$scenario" "${caps[@]}" \
+  record "$name" "$agent" --scenario "$scenario" "${caps[@]}" --requests-out "$out/$name.requests.json" \
     --history-out "$repo/crates/fanout-capture/tests/fixtures/history/claude/$name"
 }
 for name in "${names[@]}"; do

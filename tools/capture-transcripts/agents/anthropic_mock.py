@@ -167,7 +167,7 @@ class AnthropicMock:
         self.count = 0
         self.served: list[str] = []  # "#n kind[role] -> label", in order
         self.labels: set[str] = set()
-        self.identities: list[dict[str, Any]] = []  # per messages request: n, kind, role, headers
+        self.identities: list[dict[str, Any]] = []  # per messages request: who sent it, which ids
         self.changed = threading.Condition(self.lock)
         self.server: ThreadingHTTPServer | None = None
 
@@ -188,8 +188,10 @@ class AnthropicMock:
             who = req.kind + (f"[{req.role}]" if req.role else "")
             self.served.append(f"#{req.n} {who} -> {label}")
             self.labels.add(label)
+            low = {k.lower(): v for k, v in req.headers.items()}
             self.identities.append({"n": req.n, "kind": req.kind, "role": req.role, "label": label,
-                                    "model": req.model, "headers": req.identity()})
+                                    "model": req.model, "stream": req.stream,
+                                    "user_agent": low.get("user-agent"), "headers": req.identity()})
             self.changed.notify_all()
 
     def done(self, label: str) -> None:
@@ -319,9 +321,15 @@ def _handler(mock: AnthropicMock) -> type[BaseHTTPRequestHandler]:
             self.send_header("request-id", f"req_01FANOUT{n:04d}")
             self.send_header("connection", "close")
             self.end_headers()
+            events = [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in sse_events(req, reply)]
+            # The last content_block_stop, message_delta and message_stop go out in one
+            # write, as the real API tends to send them: Claude Code 2.1.83 writes a
+            # response's last history record with the final usage only when message_delta
+            # arrives before that record is flushed (a gap here makes output_tokens racy).
+            tail = b"".join(events[-3:])
             try:
-                for i, (name, data) in enumerate(sse_events(req, reply)):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                for i, chunk in enumerate(events[:-3] + [tail]):
+                    self.wfile.write(chunk)
                     self.wfile.flush()
                     if i == 0 and reply.hold:
                         reply.hold()

@@ -147,6 +147,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", required=True, type=Path, help="transcript file to write")
     ap.add_argument("--subagents", action="store_true", help="advertise clientCapabilities.subagents in initialize")
     ap.add_argument("--history-out", type=Path, help="copy Claude Code's projects/ history here")
+    ap.add_argument("--requests-out", type=Path,
+                    help="write one entry per model request (kind, script step, model, identity headers)")
     ap.add_argument("--wrap", default="", help="command prefix to run the agent under (shell words)")
     ap.add_argument("--workdir", type=Path, help="scratch root (default: a fresh temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch root (logs, mock requests)")
@@ -210,7 +212,10 @@ def main(argv: list[str]) -> int:
                     + "; ".join(sorted(set(sink.attempts)))[:500])
         capture.log(f"agent exited {code}; transcript {args.out}")
         capture.log("mock served: " + "; ".join(mock.served))
-        (root / "identities.json").write_text(json.dumps(mock.identities, indent=2))
+        requests = json.dumps(sorted(mock.identities, key=lambda r: r["n"]), indent=2) + "\n"
+        (root / "requests.json").write_text(requests)
+        if args.requests_out:
+            args.requests_out.write_text(requests)
         if args.history_out:
             files = copy_history(Path(env["CLAUDE_CONFIG_DIR"]), args.history_out)
             capture.log(f"history: {len(files)} files copied to {args.history_out}")
