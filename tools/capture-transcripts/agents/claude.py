@@ -6,7 +6,7 @@ Two agents (see tools/test-agents/):
 - `claude-101`: `@agentclientprotocol/claude-agent-acp` 0.101.0 with Claude Code 2.1.318 as
   a native binary; runs on the pinned node 22 (tools/test-agents/node22).
 
-Each scenario (scenarios.py) is one transcript: the mock scripts the main agent's `Agent`
+Each scenario (claude_scenarios.py) is one transcript: the mock scripts the main agent's `Agent`
 calls (fixed `toolu_01FANOUT…` ids), each subagent's work and every side request.
 With `--history-out DIR` Claude Code's own history of the run (CLAUDE_CONFIG_DIR/projects)
 is copied there verbatim. With `--wrap "PREFIX…"` the agent runs under that command prefix
@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import capture
 from agents import claude_scenarios as sc
@@ -164,7 +160,7 @@ def main(argv: list[str]) -> int:
     mock_log = root / "mock-requests"
     mock_log.mkdir()
 
-    scenario = sc.SCENARIOS[args.scenario](version, project)
+    scenario = sc.SCENARIOS[args.scenario](project)
     mock = AnthropicMock(mock_log, scenario.classify, scenario.answer)
     scenario.mock = mock
     port = mock.start()

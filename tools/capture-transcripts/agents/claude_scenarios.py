@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.anthropic_mock import Reply, Request, text_of
+from agents.anthropic_mock import Reply, Request
 
 PARENT = "FANOUT-PARENT"
 MARK = re.compile(r"FANOUT-(PARENT|CHILD-[A-Z0-9]+)")
@@ -62,8 +62,7 @@ class Scenario:
     name = "single"
     prompt_text = "delegate reading hello.txt to a subagent, then report what it said."
 
-    def __init__(self, version: str, project: Path):
-        self.version = version
+    def __init__(self, project: Path):
         self.project = project
         self.lock = threading.Lock()
         self.side_counts: dict[str, int] = {}
