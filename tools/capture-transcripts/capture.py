@@ -635,6 +635,19 @@ class AcpClient:
         return self.proc.poll()
 
 
+def initialize(client: AcpClient, subagents: bool) -> dict:
+    """ACP `initialize` as the recorder sends it: protocol 1, fs read/write, no terminal,
+    and `subagents: {}` when asked; returns the agent's result."""
+    caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+    if subagents:
+        caps["subagents"] = {}
+    return client.request("initialize", {
+        "protocolVersion": 1,
+        "clientCapabilities": caps,
+        "clientInfo": {"name": "fanout-capture", "title": "fanout capture-transcripts", "version": "0.1.0"},
+    }, timeout=60)
+
+
 # --------------------------------------------------------------------------- agents
 
 
@@ -770,6 +783,10 @@ trust_level = "trusted"
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1].startswith("claude-"):
+        from agents import claude  # the Claude agents and their Anthropic mock live there
+
+        return claude.main(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("agent", choices=["opencode", "codex"])
     ap.add_argument("--out", required=True, type=Path, help="transcript file to write")
@@ -814,14 +831,7 @@ def main() -> int:
     client = AcpClient(argv, env, project, transcript, root / "agent-stderr.log", project)
     ok = False
     try:
-        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-        if args.subagents:
-            caps["subagents"] = {}
-        init = client.request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": caps,
-            "clientInfo": {"name": "fanout-capture", "title": "fanout capture-transcripts", "version": "0.1.0"},
-        }, timeout=60)
+        init = initialize(client, args.subagents)
         log(f"initialize: agent {json.dumps(init.get('agentInfo'))}, auth {[m.get('id') for m in init.get('authMethods') or []]}")
         try:
             new = client.request("session/new", {"cwd": str(project), "mcpServers": []}, timeout=60)

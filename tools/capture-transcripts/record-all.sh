@@ -5,7 +5,8 @@
 # bodies) go under ${FANOUT_CAPTURE_SCRATCH:-${TMPDIR:-/tmp}/fanout-capture}/<name>; the
 # recorded project directory is <scratch>/<name>/project, which is also the task id.
 #
-# Usage: tools/capture-transcripts/record-all.sh [name…]   (default: all five)
+# Usage: tools/capture-transcripts/record-all.sh [name…]   (default: all; `claude` = every
+#        Claude name, claude-<0.23.1|0.101.0>-<scenario>[-subagents])
 # After re-recording, re-derive expected.json and the README's tables: ids, thread ids
 # and timestamps change on every run (tools/capture-transcripts/summarize.py helps).
 set -euo pipefail
@@ -22,7 +23,29 @@ record() {
 }
 
 names=("$@")
+defaulted=$(( ${#names[@]} == 0 ))
 [[ ${#names[@]} -gt 0 ]] || names=(opencode codex codex-subagents codex-v2 codex-v2-subagents)
+# Claude (agents/claude.py): claude-<adapter version>-<scenario>[-subagents]; each run also
+# keeps Claude Code's own history under fixtures/history/claude/<name>/projects/ and the
+# list of its model requests (<name>.requests.json). Then run claude_expected.py record.
+claude_scenarios=(single parallel background failing cancel nested permission)
+claude_names=()
+for s in "${claude_scenarios[@]}"; do
+  claude_names+=("claude-0.23.1-$s" "claude-0.101.0-$s" "claude-0.101.0-$s-subagents")
+done
+if (( defaulted )); then names+=("${claude_names[@]}"); fi
+expanded=()
+for name in "${names[@]}"; do
+  if [[ "$name" == claude ]]; then expanded+=("${claude_names[@]}"); else expanded+=("$name"); fi
+done
+names=("${expanded[@]}")
+
+record_claude() {  # record_claude NAME AGENT: the scenario and --subagents come from NAME
+  local name="$1" agent="$2" scenario="${1#claude-*.*.*-}" caps=()
+  if [[ "$scenario" == *-subagents ]]; then scenario="${scenario%-subagents}"; caps=(--subagents); fi
+  record "$name" "$agent" --scenario "$scenario" "${caps[@]}" --requests-out "$out/$name.requests.json" \
+    --history-out "$repo/crates/fanout-capture/tests/fixtures/history/claude/$name"
+}
 for name in "${names[@]}"; do
   case "$name" in
     opencode) record opencode opencode ;;
@@ -30,6 +53,8 @@ for name in "${names[@]}"; do
     codex-subagents) record codex-subagents codex --codex-feature multi_agent --subagents ;;
     codex-v2) record codex-v2 codex --codex-feature multi_agent_v2 ;;
     codex-v2-subagents) record codex-v2-subagents codex --codex-feature multi_agent_v2 --subagents ;;
+    claude-0.23.1-*) record_claude "$name" claude-023 ;;
+    claude-0.101.0-*) record_claude "$name" claude-101 ;;
     *) echo "unknown transcript name: $name" >&2; exit 2 ;;
   esac
 done
