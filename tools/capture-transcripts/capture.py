@@ -768,10 +768,13 @@ trust_level = "trusted"
 
 # --------------------------------------------------------------------------- main
 
+# Agents recorded per scenario by the agents/ package (one module each).
+SCENARIO_AGENTS = ("qwen", "gemini", "copilot", "codex1")
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("agent", choices=["opencode", "codex"])
+    ap.add_argument("agent", choices=["opencode", "codex", *SCENARIO_AGENTS])
     ap.add_argument("--out", required=True, type=Path, help="transcript file to write")
     ap.add_argument("--subagents", action="store_true",
                     help="advertise clientCapabilities.subagents in initialize")
@@ -779,7 +782,15 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, help="scratch root (default: a fresh temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch root (logs, mock request bodies)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds for the prompt turn")
+    ap.add_argument("--scenario", help="scenario of agents/<agent>.py (single, parallel, background, failing, "
+                    "cancel, nested; per agent); codex with --scenario runs agents/codex.py")
+    ap.add_argument("--wrap", help='command prefix for the agent, e.g. "fanout proxy --db sqlite://X --"')
+    ap.add_argument("--history-out", type=Path, help="copy the agent's own history folder here (codex sessions)")
     args = ap.parse_args()
+    if args.agent in SCENARIO_AGENTS or args.scenario:
+        from agents import run_cli
+
+        return run_cli(args)
 
     install_dir = install(args.agent)
     root = args.workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{args.agent}-"))
