@@ -318,6 +318,26 @@ def _message_item(text: str) -> dict:
     }
 
 
+def responses_usage(body: dict, items: list[dict]) -> dict:
+    """A realistic `response.completed` usage, derived from the request and the answer only
+    (so it is the same on every run): input grows with the history sent, a continuation of
+    a thread reads most of it from the prompt cache, output counts what was generated and
+    includes some reasoning (as OpenAI reports it, reasoning is part of output_tokens)."""
+    sent = json.dumps(body.get("input") or []) + json.dumps(body.get("instructions") or "")
+    input_tokens = 1200 + len(sent) // 4 + len(json.dumps(body.get("tools") or [])) // 16
+    continued = any(i.get("type") in ("function_call_output", "custom_tool_call_output")
+                    or i.get("role") == "assistant" for i in body.get("input") or [])
+    cached = (input_tokens - 400) // 256 * 256 if continued else 0
+    calls = [i for i in items if i.get("type") == "function_call"]
+    reasoning = 64 * len(calls) if calls else 16
+    generated = sum(12 + len(i.get("arguments", "")) // 4 for i in calls) + sum(
+        8 + len(c.get("text", "")) // 4 for i in items if i.get("type") == "message" for c in i.get("content") or [])
+    output_tokens = generated + reasoning
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input_tokens + output_tokens}
+
+
 def make_handler(model: MockModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -471,9 +491,7 @@ def make_handler(model: MockModel) -> type[BaseHTTPRequestHandler]:
                     events.append(ev("response.content_part.done", item_id=item["id"], output_index=idx,
                                      content_index=0, part=item["content"][0]))
                 events.append(ev("response.output_item.done", output_index=idx, item=item))
-            usage = {"input_tokens": 100 + n, "input_tokens_details": {"cached_tokens": 0},
-                     "output_tokens": 10 + n, "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": 110 + 2 * n}
+            usage = responses_usage(body, items)
             done = dict(base, status="completed", output=items, usage=usage)
             events.append(ev("response.completed", response=done))
             self._sse(events)

@@ -3,10 +3,10 @@ to its declaration. Imported by capture.py only when one of these agents is aske
 
 from __future__ import annotations
 
-from agents import qwen
+from agents import codex, copilot, gemini, qwen
 from agents.run import Agent
 
-AGENTS: dict[str, Agent] = {a.name: a for a in (qwen.AGENT,)}
+AGENTS: dict[str, Agent] = {a.name: a for a in (qwen.AGENT, gemini.AGENT, copilot.AGENT, codex.AGENT, codex.AGENT_V1)}
 
 
 def run_cli(args: object) -> int:

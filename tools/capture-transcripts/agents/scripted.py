@@ -103,33 +103,44 @@ class ScriptedModel(capture.MockModel):
         super().__init__(log_dir, project)
         self.script = script
         self.events = events
+        self.pending_label = ""
+
+    SECRET_HEADERS = ("authorization", "api-key", "x-api-key", "x-goog-api-key")
+
+    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> int:
+        """capture.MockModel.record, minus every header that carries the (dummy) key."""
+        return super().record(method, path, {k: v for k, v in headers.items()
+                                             if k.lower() not in self.SECRET_HEADERS}, body)
 
     # -- shared
     def resolved(self, step: Step, body: dict) -> Step:
         """The step with every call's name and arguments fixed for this request."""
         calls = [c.resolve(body) if isinstance(c, DynamicCall) else Call(c.name, _args(c, body), c.call_id)
                  for c in step.calls]
+        what = step.error and f"HTTP {step.error[0]}" or (",".join(f"{c.name}[{c.call_id}]" for c in calls) or "text")
+        self.note(f"{self.pending_label} -> {what}")
         return Step(calls=calls, text=step.text, error=step.error)
 
     def _step(self, role: str, turn: int, label_wire: str) -> Step:
         steps = self.script.steps_for(role)
         if not steps:
-            self.note(f"{label_wire} {role}#{turn}: no script -> text")
-            return say("Done.")
+            return self._unscripted(f"{label_wire} {role}#{turn} (no script)")
         step = steps[turn] if turn < len(steps) else Step(text=steps[-1].text or "Done.")
         if step.signal:
             self.events.set(step.signal)
         if step.hold:
             waited = self.events.wait(step.hold, step.hold_timeout)
             self.note(f"{label_wire} {role}#{turn}: held for {step.hold} ({'set' if waited else 'timed out'})")
-        what = step.error and f"HTTP {step.error[0]}" or (
-            ",".join(f"{c.name}[{c.call_id}]" for c in step.calls) or "text")
-        self.note(f"{label_wire} {role}#{turn} -> {what}")
+        self.pending_label = f"{label_wire} {role}#{turn}"
         return step
 
     def _side(self, label_wire: str) -> Step:
         self.note(f"{label_wire} side call -> text")
         return say(self.script.side_text)
+
+    def _unscripted(self, label: str) -> Step:
+        self.pending_label = label
+        return say("Done.")
 
     # -- chat completions (Qwen Code, Copilot CLI)
     def chat(self, body: dict) -> tuple[list[dict], str]:
