@@ -41,12 +41,14 @@ def spawn(call_id: str, child: str) -> Call:
     return Call("spawn_agent", args, call_id)
 
 
-def wait(call_id: str) -> Call:
-    """wait_agent on every child spawned so far (v1 names them; v2 takes a timeout only)."""
+def wait(call_id: str, spawns_of: tuple[str, ...] | None = None) -> Call:
+    """wait_agent on the children of the given spawn calls, default every one so far (v1
+    names them; v2 takes a timeout only)."""
     def args(body: dict) -> dict:
         props = _namespaced_props(body, "wait_agent")
         items = body.get("input") or []
-        spawns = {i.get("call_id") for i in items if i.get("type") == "function_call" and i.get("name") == "spawn_agent"}
+        spawns = set(spawns_of) if spawns_of else {
+            i.get("call_id") for i in items if i.get("type") == "function_call" and i.get("name") == "spawn_agent"}
         ids = [capture._agent_id_from_output(i.get("output")) for i in items
                if i.get("type") == "function_call_output" and i.get("call_id") in spawns]
         out: dict[str, Any] = {}
@@ -75,8 +77,8 @@ def shell_cat(project: Path, call_id: str) -> DynamicCall:
     return DynamicCall(name_of, args, call_id)
 
 
-def child(project: Path, name: str) -> list:
-    return [call(shell_cat(project, f"call_{name}_cat_1")), say(capture.CHILD_TEXT)]
+def child(project: Path, name: str, **last: Any) -> list:
+    return [call(shell_cat(project, f"call_{name}_cat_1")), say(capture.CHILD_TEXT, **last)]
 
 
 def single(project: Path) -> Scenario:
@@ -87,10 +89,15 @@ def single(project: Path) -> Scenario:
 
 
 def parallel(project: Path) -> Scenario:
+    # wait_agent returns when the first child is done; so that the run is the same every
+    # time, reader_b answers only after the parent asked to wait a second time (for it).
     return Scenario(Script(main=[call(spawn("call_main_spawn_1", "reader_a"), spawn("call_main_spawn_2", "reader_b")),
-                                 call(wait("call_main_wait_1")), say(FINAL)],
-                           children={"reader_a": child(project, "reader_a"), "reader_b": child(project, "reader_b")}),
-                    PROMPT, "two spawn_agent calls in one model turn, then wait_agent")
+                                 call(wait("call_main_wait_1", ("call_main_spawn_1",))),
+                                 call(wait("call_main_wait_2", ("call_main_spawn_2",)), signal="second_wait"),
+                                 say(FINAL)],
+                           children={"reader_a": child(project, "reader_a"),
+                                     "reader_b": child(project, "reader_b", hold="second_wait")}),
+                    PROMPT, "two spawn_agent calls in one model turn, then wait_agent for each")
 
 
 def setup_with(install: str):
