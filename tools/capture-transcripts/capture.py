@@ -760,6 +760,8 @@ stream_max_retries = 0
 supports_websockets = false
 
 [features]
+# the plugin marketplace sync reaches github.com, api.github.com and chatgpt.com at start-up
+plugins = false
 {feature} = true
 
 [analytics]
