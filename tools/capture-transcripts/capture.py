@@ -803,11 +803,11 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the scratch root (logs, mock request bodies)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds for the prompt turn")
     ap.add_argument("--scenario", help="scenario of agents/<agent>.py (single, parallel, background, failing, "
-                    "cancel, nested; per agent); codex with --scenario runs agents/codex.py")
+                    "cancel, nested; which ones per agent: see README); codex with --scenario runs agents/codex.py")
     ap.add_argument("--wrap", help='command prefix for the agent, e.g. "fanout proxy --db sqlite://X --"')
     ap.add_argument("--history-out", type=Path, help="copy the agent's own history folder here (codex sessions)")
     args = ap.parse_args()
-    if args.agent in SCENARIO_AGENTS or args.scenario:
+    if args.agent in SCENARIO_AGENTS or (args.agent == "codex" and args.scenario):
         from agents import run_cli
 
         return run_cli(args)
