@@ -653,6 +653,38 @@ class AcpClient:
         return self.proc.poll()
 
 
+def initialize(client: AcpClient, subagents: bool) -> dict:
+    """ACP `initialize` as the recorder sends it: protocol 1, fs read/write, no terminal,
+    and `subagents: {}` when asked; returns the agent's result."""
+    caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+    if subagents:
+        caps["subagents"] = {}
+    return client.request("initialize", {
+        "protocolVersion": 1,
+        "clientCapabilities": caps,
+        "clientInfo": {"name": "fanout-capture", "title": "fanout capture-transcripts", "version": "0.1.0"},
+    }, timeout=60)
+
+
+def scratch_root(workdir: Path | None, agent: str) -> tuple[Path, Path, Path]:
+    """A fresh scratch root (--workdir, cleared only when this script made it, or a temp
+    dir) holding project/hello.txt and mock-requests/; returns (root, project, mock log)."""
+    root = workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{agent}-"))
+    marker = root / ".fanout-capture-scratch"
+    if workdir and root.exists() and any(root.iterdir()):
+        if not marker.exists():
+            sys.exit(f"--workdir {root} exists and is not a scratch root of this script; refusing to clear it")
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text("scratch root of tools/capture-transcripts/capture.py; safe to delete\n")
+    project = root / "project"
+    project.mkdir()
+    (project / FILE_NAME).write_text(FILE_TEXT)
+    mock_log = root / "mock-requests"
+    mock_log.mkdir()
+    return root, project, mock_log
+
+
 # --------------------------------------------------------------------------- agents
 
 
@@ -813,19 +845,7 @@ def main() -> int:
         return run_cli(args)
 
     install_dir = install(args.agent)
-    root = args.workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{args.agent}-"))
-    marker = root / ".fanout-capture-scratch"
-    if args.workdir and root.exists() and any(root.iterdir()):
-        if not marker.exists():
-            sys.exit(f"--workdir {root} exists and is not a scratch root of this script; refusing to clear it")
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
-    marker.write_text("scratch root of tools/capture-transcripts/capture.py; safe to delete\n")
-    project = root / "project"
-    project.mkdir()
-    (project / FILE_NAME).write_text(FILE_TEXT)
-    mock_log = root / "mock-requests"
-    mock_log.mkdir()
+    root, project, mock_log = scratch_root(args.workdir, args.agent)
 
     model = MockModel(mock_log, project)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(model))
@@ -845,14 +865,7 @@ def main() -> int:
     client = AcpClient(argv, env, project, transcript, root / "agent-stderr.log", project)
     ok = False
     try:
-        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-        if args.subagents:
-            caps["subagents"] = {}
-        init = client.request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": caps,
-            "clientInfo": {"name": "fanout-capture", "title": "fanout capture-transcripts", "version": "0.1.0"},
-        }, timeout=60)
+        init = initialize(client, args.subagents)
         log(f"initialize: agent {json.dumps(init.get('agentInfo'))}, auth {[m.get('id') for m in init.get('authMethods') or []]}")
         try:
             new = client.request("session/new", {"cwd": str(project), "mcpServers": []}, timeout=60)

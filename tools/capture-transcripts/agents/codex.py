@@ -15,12 +15,8 @@ from typing import Any
 
 import capture
 from agents.run import Agent, Scenario, Setup
-from agents.scripted import Call, DynamicCall, Script, call, child_prompt, say
+from agents.scripted import FINAL, PROMPT, TASK, Call, DynamicCall, Script, call, child_prompt, say
 
-PROMPT = ("Delegate to subagents as scripted by the test: they read hello.txt in the project and "
-          "report its first line. Then tell me what they said.")
-FINAL = "The subagents report that hello.txt says: hello from the fanout capture fixture"
-TASK = "read hello.txt in the project directory and reply with its first line."
 
 
 def _namespaced_props(body: dict, name: str) -> dict:

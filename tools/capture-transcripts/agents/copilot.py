@@ -8,18 +8,14 @@ GitHub login. The subagent tool is `task {description, prompt, agent_type, name,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import capture
 from agents.run import CANCEL_SENT, Agent, Scenario, Setup
-from agents.scripted import Call, Script, Step, call, child_prompt, read_hello, say
+from agents.scripted import (FINAL, NESTED_TASK, PROMPT, TASK, Call, Script, Step, call, child_prompt, read_hello,
+                              reader, say, write_config)
 
 TYPE = "general-purpose"
-PROMPT = ("Delegate to subagents as scripted by the test: they read hello.txt in the project and "
-          "report its first line. Then tell me what they said.")
-FINAL = "The subagents report that hello.txt says: hello from the fanout capture fixture"
-TASK = "read hello.txt in the project directory and reply with its first line."
 
 
 def task(call_id: str, child: str, description: str, name: str, mode: str | None = None,
@@ -29,10 +25,6 @@ def task(call_id: str, child: str, description: str, name: str, mode: str | None
     if mode:
         args["mode"] = mode
     return Call("task", args, call_id)
-
-
-def reader(project: Path, child: str, **last: object) -> list[Step]:
-    return [call(read_hello(project, f"call_{child.lower()}_read_1")), say(capture.CHILD_TEXT, **last)]  # type: ignore[arg-type]
 
 
 def single(project: Path) -> Scenario:
@@ -77,8 +69,7 @@ def cancel(project: Path) -> Scenario:
 
 def nested(project: Path) -> Scenario:
     return Scenario(Script(main=[call(task("call_copilot_task_1", "A", "Delegate once more", "delegator",
-                                           what="delegate reading hello.txt to a subagent of your own and "
-                                                "report what it said.")), say(FINAL)],
+                                           what=NESTED_TASK)), say(FINAL)],
                            children={"A": [call(task("call_copilot_task_nested_1", "B", "Read hello.txt (nested)",
                                                      "reader-b")), say(capture.CHILD_TEXT)],
                                      "B": reader(project, "B")}),
@@ -87,10 +78,8 @@ def nested(project: Path) -> Scenario:
 
 def setup(installs: dict[str, Path], root: Path, port: int, _options: object) -> Setup:
     env = capture.base_env(root)
-    home = Path(env["HOME"]) / ".copilot"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps({"trusted_folders": [str(root / "project")],
-                                                  "auto_update": False}, indent=2))
+    home = write_config(env, ".copilot", "config.json",
+                        {"trusted_folders": [str(root / "project")], "auto_update": False})
     env.update({
         "COPILOT_HOME": str(home),
         # the binary unpacks its JavaScript once per version; share that outside the run

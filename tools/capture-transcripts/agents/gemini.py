@@ -8,19 +8,15 @@ subagent tool is `invoke_agent {agent_name, prompt}`; the default policy allows
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import capture
 from agents.run import CANCEL_SENT, Agent, Scenario, Setup
-from agents.scripted import Call, Script, Step, call, child_prompt, read_hello, say
+from agents.scripted import (FINAL, NESTED_TASK, PROMPT, TASK, Call, Script, Step, call, child_prompt, read_hello,
+                              say, write_config)
 
 MODEL = "gemini-2.5-flash"
 INVESTIGATOR = "codebase_investigator"
-PROMPT = ("Delegate to subagents as scripted by the test: they read hello.txt in the project and "
-          "report its first line. Then tell me what they said.")
-FINAL = "The subagents report that hello.txt says: hello from the fanout capture fixture"
-TASK = "read hello.txt in the project directory and reply with its first line."
 
 
 def invoke(call_id: str, child: str, agent: str = INVESTIGATOR, task: str = TASK) -> Call:
@@ -83,8 +79,7 @@ def nested(project: Path) -> Scenario:
     # (the mock falls back to reading the file when the tool is not offered to the child).
     def child_step(body: dict) -> dict:
         return {"agent_name": INVESTIGATOR, "prompt": child_prompt("B", TASK)}
-    return Scenario(Script(main=[call(invoke("gemini_invoke_1", "A", task="delegate reading hello.txt to a "
-                                              "subagent of your own and report what it said.")), say(FINAL)],
+    return Scenario(Script(main=[call(invoke("gemini_invoke_1", "A", task=NESTED_TASK)), say(FINAL)],
                            children={"A": [call(Call("invoke_agent", child_step, "gemini_invoke_nested_1")),
                                            call(finish("gemini_a_done_1")), say(capture.CHILD_TEXT)],
                                      "B": child(project, "B")}),
@@ -93,17 +88,14 @@ def nested(project: Path) -> Scenario:
 
 def setup(installs: dict[str, Path], root: Path, port: int, _options: object) -> Setup:
     env = capture.base_env(root)
-    gdir = Path(env["HOME"]) / ".gemini"
-    gdir.mkdir(parents=True, exist_ok=True)
-    settings = {
+    write_config(env, ".gemini", "settings.json", {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
         "model": {"name": MODEL},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
                     "enableAutoUpdateNotification": False},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
-    }
-    (gdir / "settings.json").write_text(json.dumps(settings, indent=2))
+    })
     env.update({
         "GEMINI_API_KEY": capture.API_KEY,
         "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{port}",

@@ -8,30 +8,22 @@ top-level subagent runs in the background unless the call says `run_in_backgroun
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import capture
 from agents.run import CANCEL_SENT, TURN_DONE, Agent, Scenario, Setup
-from agents.scripted import Call, Script, Step, call, child_prompt, read_hello, say
+from agents.scripted import (FINAL, NESTED_TASK, PROMPT, TASK, Call, Script, Step, call, child_prompt, read_hello,
+                              reader, say, write_config)
 
 TYPE = "general-purpose"
-PROMPT = ("Delegate to subagents as scripted by the test: they read hello.txt in the project and "
-          "report its first line. Then tell me what they said.")
-FINAL = "The subagents report that hello.txt says: hello from the fanout capture fixture"
-CHILD_TEXT = capture.CHILD_TEXT
 
 
 def launch(call_id: str, child: str, description: str, background: bool | None, kind: str = TYPE,
-           task: str = "read hello.txt in the project directory and reply with its first line.") -> Call:
+           task: str = TASK) -> Call:
     args: dict = {"description": description, "prompt": child_prompt(child, task), "subagent_type": kind}
     if background is not None:
         args["run_in_background"] = background
     return Call("agent", args, call_id)
-
-
-def reader(project: Path, child: str, **last: object) -> list:
-    return [call(read_hello(project, f"call_{child.lower()}_read_1")), say(CHILD_TEXT, **last)]
 
 
 def single(project: Path) -> Scenario:
@@ -74,27 +66,24 @@ def cancel(project: Path) -> Scenario:
     return Scenario(
         Script(main=[call(launch("call_qwen_agent_1", "A", "A child that is cancelled", False)), say(FINAL)],
                children={"A": [Step(calls=[read_hello(project, "call_a_read_1")], signal="child_running",
-                                    hold=CANCEL_SENT), say(CHILD_TEXT)]}),
+                                    hold=CANCEL_SENT), say(capture.CHILD_TEXT)]}),
         PROMPT, "client `session/cancel` while a foreground child runs", cancel_on="child_running")
 
 
 def nested(project: Path) -> Scenario:
     return Scenario(
         Script(main=[call(launch("call_qwen_agent_1", "A", "Delegate once more", False,
-                                 task="delegate reading hello.txt to a subagent of your own and report what it said.")),
+                                 task=NESTED_TASK)),
                      say(FINAL)],
                children={"A": [call(launch("call_qwen_agent_nested_1", "B", "Read hello.txt (nested)", False)),
-                               say(CHILD_TEXT)],
+                               say(capture.CHILD_TEXT)],
                          "B": reader(project, "B")}),
         PROMPT, "a foreground child that launches its own `agent` (nested)")
 
 
 def setup(installs: dict[str, Path], root: Path, port: int, _options: object) -> Setup:
     env = capture.base_env(root)
-    home = Path(env["HOME"])
-    qdir = home / ".qwen"
-    qdir.mkdir(parents=True, exist_ok=True)
-    settings = {
+    write_config(env, ".qwen", "settings.json", {
         "security": {"auth": {"selectedType": "openai"}},
         "model": {"name": capture.MODEL},
         "general": {"enableAutoUpdate": False, "disableAutoUpdate": True, "disableUpdateNag": True},
@@ -104,8 +93,7 @@ def setup(installs: dict[str, Path], root: Path, port: int, _options: object) ->
         # side calls that would otherwise run after every turn (with the full tool list)
         "ui": {"enableFollowupSuggestions": False},
         "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
-    }
-    (qdir / "settings.json").write_text(json.dumps(settings, indent=2))
+    })
     env.update({
         "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
         "OPENAI_API_KEY": capture.API_KEY,

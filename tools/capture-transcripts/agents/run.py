@@ -18,8 +18,6 @@ import json
 import shlex
 import shutil
 import socket
-import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -148,19 +146,7 @@ def run(agent: Agent, scenario_name: str, args: Any) -> int:
     out, workdir, keep, wrap = args.out, args.workdir, args.keep, args.wrap
     timeout, subagents, history_out = args.timeout, args.subagents, args.history_out
     installs = {name: capture.install(name) for name in agent.installs}
-    root = workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{agent.name}-"))
-    marker = root / ".fanout-capture-scratch"
-    if workdir and root.exists() and any(root.iterdir()):
-        if not marker.exists():
-            sys.exit(f"--workdir {root} exists and is not a scratch root of this script; refusing to clear it")
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
-    marker.write_text("scratch root of tools/capture-transcripts/capture.py; safe to delete\n")
-    project = root / "project"
-    project.mkdir()
-    (project / capture.FILE_NAME).write_text(capture.FILE_TEXT)
-    mock_log = root / "mock-requests"
-    mock_log.mkdir()
+    root, project, mock_log = capture.scratch_root(workdir, agent.name)
 
     scenario = agent.scenarios[scenario_name](project)
     events = Events()
@@ -183,14 +169,7 @@ def run(agent: Agent, scenario_name: str, args: Any) -> int:
     client = capture.AcpClient(argv, setup.env, project, transcript, root / "agent-stderr.log", project)
     ok = False
     try:
-        caps: dict[str, Any] = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-        if subagents:
-            caps["subagents"] = {}
-        init = client.request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": caps,
-            "clientInfo": {"name": "fanout-capture", "title": "fanout capture-transcripts", "version": "0.1.0"},
-        }, timeout=90)
+        init = capture.initialize(client, subagents)
         capture.log(f"initialize: agent {json.dumps(init.get('agentInfo'))}, "
                     f"auth {[m.get('id') for m in init.get('authMethods') or []]}")
         new = client.request("session/new", {"cwd": str(project), "mcpServers": []}, timeout=90)

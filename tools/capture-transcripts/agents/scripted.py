@@ -21,11 +21,18 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import capture
 
 MARKER = "FANOUT-CHILD-"
+# What every scenario asks for: the parent delegates, each child reads hello.txt.
+PROMPT = ("Delegate to subagents as scripted by the test: they read hello.txt in the project and "
+          "report its first line. Then tell me what they said.")
+FINAL = "The subagents report that hello.txt says: hello from the fanout capture fixture"
+TASK = "read hello.txt in the project directory and reply with its first line."
+NESTED_TASK = "delegate reading hello.txt to a subagent of your own and report what it said."
 
 
 @dataclass
@@ -325,3 +332,16 @@ class DynamicCall(Call):
 
     def resolve(self, body: dict) -> "Call":
         return Call(self.name_of(body), self.args(body) if callable(self.args) else self.args, self.call_id)
+
+
+def reader(project: Any, child: str, **last: Any) -> list[Step]:
+    """A child that reads hello.txt (call id `call_<child>_read_1`) and answers with it."""
+    return [call(read_hello(project, f"call_{child.lower()}_read_1")), say(capture.CHILD_TEXT, **last)]
+
+
+def write_config(env: dict[str, str], folder: str, name: str, content: dict) -> Path:
+    """Writes $HOME/<folder>/<name> as JSON (an agent's settings in the isolated home)."""
+    directory = Path(env["HOME"]) / folder
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_text(json.dumps(content, indent=2))
+    return directory
