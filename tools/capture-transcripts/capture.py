@@ -318,6 +318,26 @@ def _message_item(text: str) -> dict:
     }
 
 
+def responses_usage(body: dict, items: list[dict]) -> dict:
+    """A realistic `response.completed` usage, derived from the request and the answer only
+    (so it is the same on every run): input grows with the history sent, a continuation of
+    a thread reads most of it from the prompt cache, output counts what was generated and
+    includes some reasoning (as OpenAI reports it, reasoning is part of output_tokens)."""
+    sent = json.dumps(body.get("input") or []) + json.dumps(body.get("instructions") or "")
+    input_tokens = 1200 + len(sent) // 4 + len(json.dumps(body.get("tools") or [])) // 16
+    continued = any(i.get("type") in ("function_call_output", "custom_tool_call_output")
+                    or i.get("role") == "assistant" for i in body.get("input") or [])
+    cached = (input_tokens - 400) // 256 * 256 if continued else 0
+    calls = [i for i in items if i.get("type") == "function_call"]
+    reasoning = 64 * len(calls) if calls else 16
+    generated = sum(12 + len(i.get("arguments", "")) // 4 for i in calls) + sum(
+        8 + len(c.get("text", "")) // 4 for i in items if i.get("type") == "message" for c in i.get("content") or [])
+    output_tokens = generated + reasoning
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input_tokens + output_tokens}
+
+
 def make_handler(model: MockModel) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -471,9 +491,7 @@ def make_handler(model: MockModel) -> type[BaseHTTPRequestHandler]:
                     events.append(ev("response.content_part.done", item_id=item["id"], output_index=idx,
                                      content_index=0, part=item["content"][0]))
                 events.append(ev("response.output_item.done", output_index=idx, item=item))
-            usage = {"input_tokens": 100 + n, "input_tokens_details": {"cached_tokens": 0},
-                     "output_tokens": 10 + n, "output_tokens_details": {"reasoning_tokens": 0},
-                     "total_tokens": 110 + 2 * n}
+            usage = responses_usage(body, items)
             done = dict(base, status="completed", output=items, usage=usage)
             events.append(ev("response.completed", response=done))
             self._sse(events)
@@ -648,6 +666,25 @@ def initialize(client: AcpClient, subagents: bool) -> dict:
     }, timeout=60)
 
 
+def scratch_root(workdir: Path | None, agent: str) -> tuple[Path, Path, Path]:
+    """A fresh scratch root (--workdir, cleared only when this script made it, or a temp
+    dir) holding project/hello.txt and mock-requests/; returns (root, project, mock log)."""
+    root = workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{agent}-"))
+    marker = root / ".fanout-capture-scratch"
+    if workdir and root.exists() and any(root.iterdir()):
+        if not marker.exists():
+            sys.exit(f"--workdir {root} exists and is not a scratch root of this script; refusing to clear it")
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text("scratch root of tools/capture-transcripts/capture.py; safe to delete\n")
+    project = root / "project"
+    project.mkdir()
+    (project / FILE_NAME).write_text(FILE_TEXT)
+    mock_log = root / "mock-requests"
+    mock_log.mkdir()
+    return root, project, mock_log
+
+
 # --------------------------------------------------------------------------- agents
 
 
@@ -755,6 +792,8 @@ stream_max_retries = 0
 supports_websockets = false
 
 [features]
+# the plugin marketplace sync reaches github.com, api.github.com and chatgpt.com at start-up
+plugins = false
 {feature} = true
 
 [analytics]
@@ -781,6 +820,9 @@ trust_level = "trusted"
 
 # --------------------------------------------------------------------------- main
 
+# Agents recorded per scenario by the agents/ package (one module each).
+SCENARIO_AGENTS = ("qwen", "gemini", "copilot", "codex1")
+
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1].startswith("claude-"):
@@ -788,7 +830,7 @@ def main() -> int:
 
         return claude.main(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("agent", choices=["opencode", "codex"])
+    ap.add_argument("agent", choices=["opencode", "codex", *SCENARIO_AGENTS])
     ap.add_argument("--out", required=True, type=Path, help="transcript file to write")
     ap.add_argument("--subagents", action="store_true",
                     help="advertise clientCapabilities.subagents in initialize")
@@ -796,22 +838,18 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, help="scratch root (default: a fresh temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch root (logs, mock request bodies)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds for the prompt turn")
+    ap.add_argument("--scenario", help="scenario of agents/<agent>.py (single, parallel, background, failing, "
+                    "cancel, nested; which ones per agent: see README); codex with --scenario runs agents/codex.py")
+    ap.add_argument("--wrap", help='command prefix for the agent, e.g. "fanout proxy --db sqlite://X --"')
+    ap.add_argument("--history-out", type=Path, help="copy the agent's own history folder here (codex sessions)")
     args = ap.parse_args()
+    if args.agent in SCENARIO_AGENTS or (args.agent == "codex" and args.scenario):
+        from agents import run_cli
+
+        return run_cli(args)
 
     install_dir = install(args.agent)
-    root = args.workdir or Path(tempfile.mkdtemp(prefix=f"fanout-capture-{args.agent}-"))
-    marker = root / ".fanout-capture-scratch"
-    if args.workdir and root.exists() and any(root.iterdir()):
-        if not marker.exists():
-            sys.exit(f"--workdir {root} exists and is not a scratch root of this script; refusing to clear it")
-        shutil.rmtree(root)
-    root.mkdir(parents=True, exist_ok=True)
-    marker.write_text("scratch root of tools/capture-transcripts/capture.py; safe to delete\n")
-    project = root / "project"
-    project.mkdir()
-    (project / FILE_NAME).write_text(FILE_TEXT)
-    mock_log = root / "mock-requests"
-    mock_log.mkdir()
+    root, project, mock_log = scratch_root(args.workdir, args.agent)
 
     model = MockModel(mock_log, project)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(model))
