@@ -491,7 +491,7 @@ async fn execute_tool(
                 "rawInput": raw_input,
             });
             if name == SUBAGENT {
-                call["_meta"] = json!({"fanout": {"subagent": {"status": "failed"}}});
+                call["_meta"] = subagent::failed_meta().to_meta();
             }
             session.update(env, call).await;
             let result = match args {

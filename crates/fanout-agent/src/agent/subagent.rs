@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use fanout_acp::FanoutSubagentMeta;
 use fanout_sessionlog::{Event, Header, SessionLogWriter, SubagentMode, Timestamp};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -16,6 +17,7 @@ use crate::model::Message;
 use crate::tools::SUBAGENT;
 use crate::wire::{session_link, text_content, tool_call_update};
 
+/// The `subagent` tool's arguments (DESIGN 5.2).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SubagentArgs {
@@ -91,85 +93,162 @@ impl SubagentOutcome {
     }
 }
 
+/// Runs the `subagent` tool call `call_id` of `session` with `input`: refuses
+/// it (bad arguments, too deep), or announces the child, runs it to the end
+/// of its turn and reports how it went.
 pub(super) async fn run_subagent(
     session: &mut Session,
     env: &TurnEnv,
     call_id: &str,
     input: Value,
 ) -> Result<ToolOutcome, TurnError> {
-    let cfg = env.cfg.clone();
-    let refuse = |meta: Value, message: String| {
-        (
-            json!({
-                "sessionUpdate": "tool_call",
-                "toolCallId": call_id,
-                "title": tool_title(SUBAGENT, Some(&input)),
-                "kind": "other",
-                "status": "pending",
-                "rawInput": input,
-                "_meta": {"fanout": {"subagent": meta}},
-            }),
-            message,
-        )
-    };
-    let args = match SubagentArgs::deserialize(&input) {
+    let args = match accept(session, env.cfg.max_depth, &input) {
         Ok(args) => args,
-        Err(err) => {
-            let (call, message) = refuse(
-                json!({"status": "failed"}),
-                format!("invalid arguments for subagent: {err}"),
-            );
-            return Ok(fail_tool(session, env, call_id, call, message).await);
-        }
+        Err(refusal) => return Ok(refuse(session, env, call_id, &input, refusal).await),
     };
-    let child_depth = session.depth + 1;
-    if child_depth > cfg.max_depth {
-        let (call, message) = refuse(
-            json!({"mode": args.mode.as_str(), "subagentType": args.subagent_type, "status": "failed"}),
-            format!(
+    let child = Child {
+        call_id,
+        id: uuid::Uuid::now_v7().to_string(),
+        visible: env.subagents && session.visible,
+    };
+    let mut meta = FanoutSubagentMeta {
+        child_session_id: Some(child.id.clone()),
+        mode: Some(args.mode.as_str().to_string()),
+        subagent_type: Some(args.subagent_type.clone()),
+        status: Some("running".to_string()),
+        model: Some(env.cfg.model_name.clone()),
+        ..FanoutSubagentMeta::default()
+    };
+    announce(session, env, &child, &args, &input, &meta).await?;
+    let started = Instant::now();
+    let outcome = run_child(session, env, &args, &child).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    meta.status = Some(outcome.status.to_string());
+    meta.total_tokens = Some(wire_count(outcome.total_tokens));
+    meta.duration_ms = Some(wire_count(duration_ms));
+    meta.tool_use_count = Some(wire_count(outcome.tool_use_count));
+    settle(session, env, &child, &outcome, duration_ms, &meta).await?;
+    Ok(ToolOutcome {
+        content: outcome.text,
+        is_error: outcome.is_error,
+    })
+}
+
+/// The child session a subagent call starts.
+struct Child<'a> {
+    /// The parent's tool call.
+    call_id: &'a str,
+    /// The child's session id.
+    id: String,
+    /// Whether the child's updates reach the client (it advertised
+    /// `clientCapabilities.subagents` and the parent's do).
+    visible: bool,
+}
+
+/// A subagent call refused before its child exists.
+struct Refusal {
+    /// The requested mode and subagent type, when the arguments could be read.
+    requested: Option<(SubagentMode, Option<String>)>,
+    /// The tool error.
+    message: String,
+}
+
+impl Refusal {
+    /// The `_meta` block the refused call is announced with.
+    fn meta(&self) -> FanoutSubagentMeta {
+        match &self.requested {
+            None => failed_meta(),
+            Some((mode, subagent_type)) => FanoutSubagentMeta {
+                mode: Some(mode.as_str().to_string()),
+                subagent_type: Some(subagent_type.clone()),
+                ..failed_meta()
+            },
+        }
+    }
+}
+
+/// The call's arguments, or why it is refused.
+fn accept(session: &Session, max_depth: u32, input: &Value) -> Result<SubagentArgs, Refusal> {
+    let args = SubagentArgs::deserialize(input).map_err(|err| Refusal {
+        requested: None,
+        message: format!("invalid arguments for subagent: {err}"),
+    })?;
+    if session.depth + 1 > max_depth {
+        return Err(Refusal {
+            requested: Some((args.mode, args.subagent_type)),
+            message: format!(
                 "subagent nesting depth limit reached: this session is at depth {} and --max-depth is {}; \
                  do the task directly instead",
-                session.depth, cfg.max_depth
+                session.depth, max_depth
             ),
-        );
-        return Ok(fail_tool(session, env, call_id, call, message).await);
+        });
     }
+    Ok(args)
+}
 
-    let child_id = uuid::Uuid::now_v7().to_string();
-    let mut meta = json!({
-        "childSessionId": child_id,
-        "mode": args.mode.as_str(),
-        "subagentType": args.subagent_type,
-        "status": "running",
-        "model": cfg.model_name,
+/// Announces a refused subagent call and immediately fails it.
+async fn refuse(
+    session: &Session,
+    env: &TurnEnv,
+    call_id: &str,
+    input: &Value,
+    refusal: Refusal,
+) -> ToolOutcome {
+    let call = json!({
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": tool_title(SUBAGENT, Some(input)),
+        "kind": "other",
+        "status": "pending",
+        "rawInput": input,
+        "_meta": refusal.meta().to_meta(),
     });
+    session.update(env, call).await;
+    let failed = tool_call_update(call_id, "failed", &[text_content(&refusal.message)]);
+    session.update(env, failed).await;
+    ToolOutcome {
+        content: refusal.message,
+        is_error: true,
+    }
+}
+
+/// The child is starting: the tool call with its `_meta` block, `subagent/start`
+/// in the parent's log, ACP's own `subagent_update` when the client takes it,
+/// and the tool call's link to the child session.
+async fn announce(
+    session: &mut Session,
+    env: &TurnEnv,
+    child: &Child<'_>,
+    args: &SubagentArgs,
+    input: &Value,
+    meta: &FanoutSubagentMeta,
+) -> Result<(), TurnError> {
     session
         .update(
             env,
             json!({
                 "sessionUpdate": "tool_call",
-                "toolCallId": call_id,
+                "toolCallId": child.call_id,
                 "title": format!("Subagent: {}", args.description),
                 "kind": "other",
                 "status": "pending",
                 "rawInput": input,
-                "_meta": {"fanout": {"subagent": meta}},
+                "_meta": meta.to_meta(),
             }),
         )
         .await;
     session.record(Event::SubagentStart {
         ts: Timestamp::now(),
-        tool_call_id: call_id.to_string(),
-        child_session_id: child_id.clone(),
+        tool_call_id: child.call_id.to_string(),
+        child_session_id: child.id.clone(),
         mode: args.mode,
         subagent_type: args.subagent_type.clone(),
         description: args.description.clone(),
     })?;
-    let child_visible = env.subagents && session.visible;
-    if child_visible {
+    if child.visible {
         let mut announce = json!({
             "sessionUpdate": "subagent_update",
-            "sessionId": child_id,
+            "sessionId": child.id,
             "description": args.description,
             "state": {"state": "running"},
         });
@@ -178,24 +257,32 @@ pub(super) async fn run_subagent(
         }
         session.update(env, announce).await;
     }
-    let linked = tool_call_update(call_id, "in_progress", &[session_link(&child_id)]);
+    let linked = tool_call_update(child.call_id, "in_progress", &[session_link(&child.id)]);
     session.update(env, linked).await;
+    Ok(())
+}
 
-    let started = Instant::now();
-    let outcome = run_child(session, env, &args, call_id, &child_id, child_visible).await;
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-
+/// The child has ended: `subagent/end` in the parent's log, the child going idle
+/// when the client sees it, and the settled tool call with the final `_meta` block.
+async fn settle(
+    session: &mut Session,
+    env: &TurnEnv,
+    child: &Child<'_>,
+    outcome: &SubagentOutcome,
+    duration_ms: u64,
+    meta: &FanoutSubagentMeta,
+) -> Result<(), TurnError> {
     session.record(Event::SubagentEnd {
         ts: Timestamp::now(),
-        tool_call_id: call_id.to_string(),
-        child_session_id: child_id.clone(),
+        tool_call_id: child.call_id.to_string(),
+        child_session_id: child.id.clone(),
         status: outcome.status.to_string(),
         stop_reason: outcome.stop_reason.map(|s| s.as_str().to_string()),
         total_tokens: outcome.total_tokens,
         duration_ms,
         tool_use_count: outcome.tool_use_count,
     })?;
-    if child_visible {
+    if child.visible {
         let state = match outcome.stop_reason {
             Some(reason) => json!({"state": "idle", "stopReason": reason.as_str()}),
             None => json!({"state": "idle", "stopReason": "error",
@@ -204,52 +291,43 @@ pub(super) async fn run_subagent(
         session
             .update(
                 env,
-                json!({"sessionUpdate": "subagent_update", "sessionId": child_id, "state": state}),
+                json!({"sessionUpdate": "subagent_update", "sessionId": child.id, "state": state}),
             )
             .await;
     }
-    meta["status"] = json!(outcome.status);
-    meta["totalTokens"] = json!(outcome.total_tokens);
-    meta["durationMs"] = json!(duration_ms);
-    meta["toolUseCount"] = json!(outcome.tool_use_count);
     let mut settled = tool_call_update(
-        call_id,
+        child.call_id,
         if outcome.is_error {
             "failed"
         } else {
             "completed"
         },
-        &[session_link(&child_id), text_content(&outcome.text)],
+        &[session_link(&child.id), text_content(&outcome.text)],
     );
     settled["rawOutput"] = json!({
-        "childSessionId": child_id,
+        "childSessionId": child.id,
         "status": outcome.status,
         "stopReason": outcome.stop_reason.map(|s| s.as_str()),
     });
-    settled["_meta"] = json!({"fanout": {"subagent": meta}});
+    settled["_meta"] = meta.to_meta();
     session.update(env, settled).await;
-    Ok(ToolOutcome {
-        content: outcome.text,
-        is_error: outcome.is_error,
-    })
+    Ok(())
 }
 
-/// Creates the child session `child_id` of `session` (its log included) and
+/// Creates the child session of `session` (its log included) and
 /// runs its one turn on the subagent's prompt.
 async fn run_child(
     session: &Session,
     env: &TurnEnv,
     args: &SubagentArgs,
-    call_id: &str,
-    child_id: &str,
-    visible: bool,
+    child: &Child<'_>,
 ) -> SubagentOutcome {
     let (history, prefix) = fork_seed(session, args.mode);
     let header = Header::child(
-        child_id,
+        &child.id,
         &session.cwd_text,
         &session.id,
-        call_id,
+        child.call_id,
         args.mode.backend(),
         (args.mode == SubagentMode::Fork).then_some(prefix.len()),
     );
@@ -266,8 +344,8 @@ async fn run_child(
             ));
         }
     };
-    let mut child = Session {
-        id: child_id.to_string(),
+    let mut child_session = Session {
+        id: child.id.clone(),
         cwd: session.cwd.clone(),
         cwd_text: session.cwd_text.clone(),
         depth: session.depth + 1,
@@ -276,12 +354,16 @@ async fn run_child(
         events: prefix,
         model_calls: 0,
         checkpoint: (0, 0),
-        visible,
+        visible: child.visible,
         usage_total: 0,
         tool_use_count: 0,
     };
-    let result = run_turn(&mut child, env, args.prompt.clone()).await;
-    SubagentOutcome::of_turn(result, child.usage_total, child.tool_use_count)
+    let result = run_turn(&mut child_session, env, args.prompt.clone()).await;
+    SubagentOutcome::of_turn(
+        result,
+        child_session.usage_total,
+        child_session.tool_use_count,
+    )
 }
 
 /// What a child starts from: nothing for a spawn; for a fork, the parent's
@@ -300,19 +382,15 @@ fn fork_seed(session: &Session, mode: SubagentMode) -> (Vec<Message>, Vec<Event>
     }
 }
 
-/// Announces a tool call and immediately fails it with `message`.
-async fn fail_tool(
-    session: &Session,
-    env: &TurnEnv,
-    call_id: &str,
-    call: Value,
-    message: String,
-) -> ToolOutcome {
-    session.update(env, call).await;
-    let failed = tool_call_update(call_id, "failed", &[text_content(&message)]);
-    session.update(env, failed).await;
-    ToolOutcome {
-        content: message,
-        is_error: true,
+/// The `_meta` block of a subagent call refused before its child existed.
+pub(super) fn failed_meta() -> FanoutSubagentMeta {
+    FanoutSubagentMeta {
+        status: Some("failed".to_string()),
+        ..FanoutSubagentMeta::default()
     }
+}
+
+/// A count as the `_meta` block carries it (readers take metrics as `i64`).
+fn wire_count(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
 }
