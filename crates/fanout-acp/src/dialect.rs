@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::fanout_subagent::FanoutSubagentMeta;
 use crate::json::{is_true, metric, object_at, present_at, text, text_at};
 use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
 
@@ -100,9 +101,9 @@ impl<'a> FrameView<'a> {
             == Some("async_launched")
     }
 
-    /// `_meta.fanout.subagent` when it is an object.
-    pub(crate) fn fanout_subagent(&self) -> Option<&'a Map<String, Value>> {
-        object_at(self.meta?.get("fanout")?, "subagent")
+    /// `_meta.fanout.subagent` when it is an object, read leniently.
+    pub(crate) fn fanout_subagent(&self) -> Option<FanoutSubagentMeta> {
+        FanoutSubagentMeta::from_meta(self.meta?)
     }
 
     /// Child sessions linked by `{"type":"session","sessionId":…}` content blocks.
@@ -299,23 +300,22 @@ fn cursor_result(view: &FrameView<'_>) -> Option<SubagentResult> {
 /// `_meta.fanout.subagent.{childSessionId, subagentType, status, model, totalTokens,
 /// durationMs, toolUseCount}` (`mode` has no payload field).
 fn fanout_result(view: &FrameView<'_>) -> Option<SubagentResult> {
-    let block = view.fanout_subagent()?;
-    let field = |key: &str| owned(text(block.get(key)));
+    let meta = view.fanout_subagent()?;
     Some(SubagentResult {
-        child_session_id: field("childSessionId"),
-        subagent_type: field("subagentType"),
-        status: field("status"),
-        model: field("model"),
-        total_tokens: metric(block.get("totalTokens")),
-        duration_ms: metric(block.get("durationMs")),
-        tool_use_count: metric(block.get("toolUseCount")),
+        subagent_type: owned(meta.subagent_type()),
+        child_session_id: meta.child_session_id,
+        status: meta.status,
+        model: meta.model,
+        total_tokens: meta.total_tokens,
+        duration_ms: meta.duration_ms,
+        tool_use_count: meta.tool_use_count,
         ..SubagentResult::default()
     })
 }
 
 /// `_meta.fanout.subagent.childSessionId`.
-pub(crate) fn fanout_child<'a>(view: &FrameView<'a>) -> Option<&'a str> {
-    text(view.fanout_subagent()?.get("childSessionId"))
+pub(crate) fn fanout_child(view: &FrameView<'_>) -> Option<String> {
+    view.fanout_subagent()?.child_session_id
 }
 
 #[cfg(test)]

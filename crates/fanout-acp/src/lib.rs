@@ -7,8 +7,9 @@
 //! ([`ToolFrame`]) with the subagent payload ([`SubagentTask`]) recognised by every
 //! dialect of DESIGN 3.3 (Claude, OpenCode, Cursor, Auggie, Codex v1/v2, ACP-native
 //! `subagent_update`, fanout's own agent). It also owns the tool-call message-metadata
-//! JSON ([`tool_call_message_metadata`]) and the terminal tool-status set
-//! ([`is_terminal_tool_status`]).
+//! JSON ([`tool_call_message_metadata`]), the terminal tool-status set
+//! ([`is_terminal_tool_status`]) and the `_meta.fanout.subagent` block that fanout's
+//! reference agent writes ([`FanoutSubagentMeta`]).
 //!
 //! Must not know: databases, timestamps, tasks, executions, turns as rows, counters of
 //! the writer. Everything here is a pure function of the lines seen so far.
@@ -46,10 +47,14 @@
 //! update when one field has the wrong type, and `_meta`/`rawInput`/`rawOutput` must
 //! stay untyped anyway; every field we read is optional and read leniently from
 //! `serde_json::Value` instead, which also keeps the dependency tree to serde alone.
+//! The one typed shape is fanout's own `_meta.fanout.subagent` ([`FanoutSubagentMeta`]),
+//! shared with the reference agent that writes it; it is derived, but each field is
+//! read through the same lenient rules, so a wrong type still reads as absent.
 
 mod codex;
 mod dialect;
 mod event;
+mod fanout_subagent;
 mod framing;
 mod json;
 mod jsonrpc;
@@ -63,6 +68,7 @@ pub use dialect::Dialect;
 pub use event::{
     FrameOrigin, IgnoredReason, SessionOpenMethod, ToolFrame, TrackerEvent, TrackerStats,
 };
+pub use fanout_subagent::FanoutSubagentMeta;
 pub use framing::{DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer};
 pub use jsonrpc::{
     Direction, Message, NotUnderstoodReason, RequestId, ResponseOutcome, RpcError, classify,

@@ -1194,8 +1194,10 @@ impl Tracker {
             }
         };
         let route = self.route(wire_session);
+        let fanout_child = dialect::fanout_child(&view);
         let mut children: Vec<&str> = Vec::new();
-        for child in dialect::fanout_child(&view)
+        for child in fanout_child
+            .as_deref()
             .into_iter()
             .chain(view.session_links())
         {

@@ -3,24 +3,27 @@
 //! which are sessions of their own run to completion inside the parent's tool
 //! call.
 
+mod subagent;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use fanout_sessionlog::{
-    Chunk, Event, Header, ModelStopReason, SessionLogWriter, SubagentMode, Timestamp, WriteError,
+    Chunk, Event, Header, ModelStopReason, SessionLogWriter, Timestamp, WriteError,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::model::{
-    ContentPart, GenerateOptions, LanguageModel, Message, ModelError, ModelRequest, Role,
+    ChunkStream, ContentPart, GenerateOptions, LanguageModel, Message, ModelError, ModelRequest,
+    Role,
 };
 use crate::tools::{self, LIST_DIR, READ_FILE, SUBAGENT};
-use crate::wire::{Outbox, message_chunk, session_link, text_content, tool_call_update};
+use crate::wire::{Outbox, message_chunk, text_content, tool_call_update};
+
+use subagent::run_subagent;
 
 /// Everything a running agent needs besides its sessions.
 #[derive(Debug, Clone)]
@@ -268,77 +271,28 @@ async fn turn(
             () = cancelled(env.cancel.clone()) => None,
             result = cfg.model.stream(request, options) => Some(result),
         };
-        let mut stream = match started {
+        let stream = match started {
             None => return Ok(summary(StopReason::Cancelled, &last_text)),
             Some(Ok(stream)) => stream,
             Some(Err(err)) => return Err(model_failed(session, ordinal, err)),
         };
-
-        let mut text = String::new();
-        let mut pending: Vec<PendingTool> = Vec::new();
-        let mut stop = None;
-        let mut was_cancelled = false;
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = cancelled(env.cancel.clone()) => { was_cancelled = true; break; }
-                next = stream.next() => next,
-            };
-            let chunk = match next {
-                Some(Ok(chunk)) => chunk,
-                Some(Err(err)) => return Err(model_failed(session, ordinal, err)),
-                None => {
-                    let err = ModelError::Stream {
-                        provider: cfg.model.provider_name().to_string(),
-                        message: "the response ended without a stop event".into(),
-                    };
-                    return Err(model_failed(session, ordinal, err));
+        let ModelStep {
+            text,
+            tools: pending,
+            end,
+        } = collect_response(session, env, stream, ordinal).await?;
+        let stop = match end {
+            StepEnd::Stopped(reason) => reason,
+            StepEnd::Cancelled => {
+                if !text.is_empty() {
+                    session.history.push(Message {
+                        role: Role::Assistant,
+                        content: vec![ContentPart::Text { text: text.clone() }],
+                    });
                 }
-            };
-            session.record(Event::AssistantChunk {
-                ts: Timestamp::now(),
-                chunk: chunk.clone(),
-            })?;
-            match chunk {
-                Chunk::TextDelta { text: delta } => {
-                    session.update(env, message_chunk(&delta)).await;
-                    text.push_str(&delta);
-                }
-                Chunk::ToolUseStart { id, name } => pending.push(PendingTool {
-                    id,
-                    name,
-                    json: String::new(),
-                }),
-                Chunk::ToolUseDelta { id, partial_json } => {
-                    match pending.iter_mut().rev().find(|t| t.id == id) {
-                        Some(tool) => tool.json.push_str(&partial_json),
-                        None => {
-                            let err = ModelError::Stream {
-                                provider: cfg.model.provider_name().to_string(),
-                                message: format!("tool-use delta for unknown tool use {id:?}"),
-                            };
-                            return Err(model_failed(session, ordinal, err));
-                        }
-                    }
-                }
-                Chunk::Stop { stop_reason, usage } => {
-                    session.usage_total = session.usage_total.saturating_add(usage.total());
-                    stop = Some(stop_reason);
-                    break;
-                }
+                return Ok(summary(StopReason::Cancelled, &text));
             }
-        }
-        drop(stream);
-
-        if was_cancelled {
-            if !text.is_empty() {
-                session.history.push(Message {
-                    role: Role::Assistant,
-                    content: vec![ContentPart::Text { text: text.clone() }],
-                });
-            }
-            return Ok(summary(StopReason::Cancelled, &text));
-        }
+        };
 
         let parsed: Vec<Result<Value, String>> = pending.iter().map(parse_arguments).collect();
         let mut content = Vec::new();
@@ -361,8 +315,7 @@ async fn turn(
         last_text = text;
 
         if pending.is_empty() {
-            let reason = stop.map_or(StopReason::EndTurn, StopReason::from_model);
-            return Ok(summary(reason, &last_text));
+            return Ok(summary(StopReason::from_model(stop), &last_text));
         }
         for (tool, args) in pending.iter().zip(parsed) {
             let outcome = execute_tool(session, env, tool, args).await?;
@@ -375,6 +328,92 @@ async fn turn(
         }
     }
     Ok(summary(StopReason::MaxTurnRequests, &last_text))
+}
+
+/// One model response as the turn read it.
+struct ModelStep {
+    /// Its text deltas, concatenated.
+    text: String,
+    /// The tool uses it asked for, in order, with their argument JSON.
+    tools: Vec<PendingTool>,
+    /// How it ended.
+    end: StepEnd,
+}
+
+enum StepEnd {
+    /// The model ended the response.
+    Stopped(ModelStopReason),
+    /// The prompt was cancelled mid-response.
+    Cancelled,
+}
+
+/// Reads one model response (call `ordinal`) to its stop event or a
+/// cancellation, logging every chunk and streaming its text to the client. A
+/// stream that breaks or ends without a stop event is a failed call.
+async fn collect_response(
+    session: &mut Session,
+    env: &TurnEnv,
+    mut stream: ChunkStream,
+    ordinal: u64,
+) -> Result<ModelStep, TurnError> {
+    let provider = || env.cfg.model.provider_name().to_string();
+    let mut text = String::new();
+    let mut tools: Vec<PendingTool> = Vec::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancelled(env.cancel.clone()) => {
+                return Ok(ModelStep { text, tools, end: StepEnd::Cancelled });
+            }
+            next = stream.next() => next,
+        };
+        let chunk = match next {
+            Some(Ok(chunk)) => chunk,
+            Some(Err(err)) => return Err(model_failed(session, ordinal, err)),
+            None => {
+                let err = ModelError::Stream {
+                    provider: provider(),
+                    message: "the response ended without a stop event".into(),
+                };
+                return Err(model_failed(session, ordinal, err));
+            }
+        };
+        session.record(Event::AssistantChunk {
+            ts: Timestamp::now(),
+            chunk: chunk.clone(),
+        })?;
+        match chunk {
+            Chunk::TextDelta { text: delta } => {
+                session.update(env, message_chunk(&delta)).await;
+                text.push_str(&delta);
+            }
+            Chunk::ToolUseStart { id, name } => tools.push(PendingTool {
+                id,
+                name,
+                json: String::new(),
+            }),
+            Chunk::ToolUseDelta { id, partial_json } => {
+                match tools.iter_mut().rev().find(|t| t.id == id) {
+                    Some(tool) => tool.json.push_str(&partial_json),
+                    None => {
+                        let err = ModelError::Stream {
+                            provider: provider(),
+                            message: format!("tool-use delta for unknown tool use {id:?}"),
+                        };
+                        return Err(model_failed(session, ordinal, err));
+                    }
+                }
+            }
+            Chunk::Stop { stop_reason, usage } => {
+                session.usage_total = session.usage_total.saturating_add(usage.total());
+                return Ok(ModelStep {
+                    text,
+                    tools,
+                    end: StepEnd::Stopped(stop_reason),
+                });
+            }
+        }
+    }
 }
 
 /// Records a failed model call and turns it into the turn's error.
@@ -452,7 +491,7 @@ async fn execute_tool(
                 "rawInput": raw_input,
             });
             if name == SUBAGENT {
-                call["_meta"] = json!({"fanout": {"subagent": {"status": "failed"}}});
+                call["_meta"] = subagent::failed_meta().to_meta();
             }
             session.update(env, call).await;
             let result = match args {
@@ -489,246 +528,4 @@ async fn execute_tool(
         content: outcome.content.clone(),
     })?;
     Ok(outcome)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubagentArgs {
-    description: String,
-    prompt: String,
-    #[serde(default)]
-    subagent_type: Option<String>,
-    mode: SubagentMode,
-}
-
-async fn run_subagent(
-    session: &mut Session,
-    env: &TurnEnv,
-    call_id: &str,
-    input: Value,
-) -> Result<ToolOutcome, TurnError> {
-    let cfg = env.cfg.clone();
-    let refuse = |meta: Value, message: String| {
-        (
-            json!({
-                "sessionUpdate": "tool_call",
-                "toolCallId": call_id,
-                "title": tool_title(SUBAGENT, Some(&input)),
-                "kind": "other",
-                "status": "pending",
-                "rawInput": input,
-                "_meta": {"fanout": {"subagent": meta}},
-            }),
-            message,
-        )
-    };
-    let args = match SubagentArgs::deserialize(&input) {
-        Ok(args) => args,
-        Err(err) => {
-            let (call, message) = refuse(
-                json!({"status": "failed"}),
-                format!("invalid arguments for subagent: {err}"),
-            );
-            return Ok(fail_tool(session, env, call_id, call, message).await);
-        }
-    };
-    let child_depth = session.depth + 1;
-    if child_depth > cfg.max_depth {
-        let (call, message) = refuse(
-            json!({"mode": args.mode.as_str(), "subagentType": args.subagent_type, "status": "failed"}),
-            format!(
-                "subagent nesting depth limit reached: this session is at depth {} and --max-depth is {}; \
-                 do the task directly instead",
-                session.depth, cfg.max_depth
-            ),
-        );
-        return Ok(fail_tool(session, env, call_id, call, message).await);
-    }
-
-    let child_id = uuid::Uuid::now_v7().to_string();
-    let mut meta = json!({
-        "childSessionId": child_id,
-        "mode": args.mode.as_str(),
-        "subagentType": args.subagent_type,
-        "status": "running",
-        "model": cfg.model_name,
-    });
-    session
-        .update(
-            env,
-            json!({
-                "sessionUpdate": "tool_call",
-                "toolCallId": call_id,
-                "title": format!("Subagent: {}", args.description),
-                "kind": "other",
-                "status": "pending",
-                "rawInput": input,
-                "_meta": {"fanout": {"subagent": meta}},
-            }),
-        )
-        .await;
-    session.record(Event::SubagentStart {
-        ts: Timestamp::now(),
-        tool_call_id: call_id.to_string(),
-        child_session_id: child_id.clone(),
-        mode: args.mode,
-        subagent_type: args.subagent_type.clone(),
-        description: args.description.clone(),
-    })?;
-    let child_visible = env.subagents && session.visible;
-    if child_visible {
-        let mut announce = json!({
-            "sessionUpdate": "subagent_update",
-            "sessionId": child_id,
-            "description": args.description,
-            "state": {"state": "running"},
-        });
-        if let Some(kind) = &args.subagent_type {
-            announce["title"] = json!(kind);
-        }
-        session.update(env, announce).await;
-    }
-    let linked = tool_call_update(call_id, "in_progress", &[session_link(&child_id)]);
-    session.update(env, linked).await;
-
-    let started = Instant::now();
-    let (history, prefix) = match args.mode {
-        SubagentMode::Spawn => (Vec::new(), Vec::new()),
-        SubagentMode::Fork => {
-            let (messages, events) = session.checkpoint;
-            (
-                session.history[..messages.min(session.history.len())].to_vec(),
-                session.events[..events.min(session.events.len())].to_vec(),
-            )
-        }
-    };
-    let header = Header::child(
-        &child_id,
-        &session.cwd_text,
-        &session.id,
-        call_id,
-        args.mode.backend(),
-        (args.mode == SubagentMode::Fork).then_some(prefix.len()),
-    );
-    let writer = match args.mode {
-        SubagentMode::Spawn => SessionLogWriter::create(&cfg.sessions_root, &header),
-        SubagentMode::Fork => SessionLogWriter::create_fork(&cfg.sessions_root, &header, &prefix),
-    };
-    let result = match writer {
-        Err(err) => Err(format!("cannot create the subagent's session log: {err}")),
-        Ok(log) => {
-            let mut child = Session {
-                id: child_id.clone(),
-                cwd: session.cwd.clone(),
-                cwd_text: session.cwd_text.clone(),
-                depth: child_depth,
-                history,
-                log,
-                events: prefix,
-                model_calls: 0,
-                checkpoint: (0, 0),
-                visible: child_visible,
-                usage_total: 0,
-                tool_use_count: 0,
-            };
-            let result = run_turn(&mut child, env, args.prompt.clone()).await;
-            Ok((result, child.usage_total, child.tool_use_count))
-        }
-    };
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-
-    let (status, stop_reason, text, is_error, tokens, tool_uses) = match result {
-        Err(message) => ("failed", None, message, true, 0, 0),
-        Ok((Ok(done), tokens, uses)) if done.stop_reason == StopReason::Cancelled => (
-            "cancelled",
-            Some(done.stop_reason),
-            "the subagent was cancelled".to_string(),
-            true,
-            tokens,
-            uses,
-        ),
-        Ok((Ok(done), tokens, uses)) => {
-            let text = if done.final_text.is_empty() {
-                "(the subagent returned no text)".to_string()
-            } else {
-                done.final_text
-            };
-            (
-                "completed",
-                Some(done.stop_reason),
-                text,
-                false,
-                tokens,
-                uses,
-            )
-        }
-        Ok((Err(err), tokens, uses)) => (
-            "failed",
-            None,
-            format!("subagent failed: {err}"),
-            true,
-            tokens,
-            uses,
-        ),
-    };
-    session.record(Event::SubagentEnd {
-        ts: Timestamp::now(),
-        tool_call_id: call_id.to_string(),
-        child_session_id: child_id.clone(),
-        status: status.to_string(),
-        stop_reason: stop_reason.map(|s| s.as_str().to_string()),
-        total_tokens: tokens,
-        duration_ms,
-        tool_use_count: tool_uses,
-    })?;
-    if child_visible {
-        let state = match stop_reason {
-            Some(reason) => json!({"state": "idle", "stopReason": reason.as_str()}),
-            None => json!({"state": "idle", "stopReason": "error",
-                "error": {"code": crate::wire::code::INTERNAL_ERROR, "message": text}}),
-        };
-        session
-            .update(
-                env,
-                json!({"sessionUpdate": "subagent_update", "sessionId": child_id, "state": state}),
-            )
-            .await;
-    }
-    meta["status"] = json!(status);
-    meta["totalTokens"] = json!(tokens);
-    meta["durationMs"] = json!(duration_ms);
-    meta["toolUseCount"] = json!(tool_uses);
-    let mut settled = tool_call_update(
-        call_id,
-        if is_error { "failed" } else { "completed" },
-        &[session_link(&child_id), text_content(&text)],
-    );
-    settled["rawOutput"] = json!({
-        "childSessionId": child_id,
-        "status": status,
-        "stopReason": stop_reason.map(|s| s.as_str()),
-    });
-    settled["_meta"] = json!({"fanout": {"subagent": meta}});
-    session.update(env, settled).await;
-    Ok(ToolOutcome {
-        content: text,
-        is_error,
-    })
-}
-
-/// Announces a tool call and immediately fails it with `message`.
-async fn fail_tool(
-    session: &Session,
-    env: &TurnEnv,
-    call_id: &str,
-    call: Value,
-    message: String,
-) -> ToolOutcome {
-    session.update(env, call).await;
-    let failed = tool_call_update(call_id, "failed", &[text_content(&message)]);
-    session.update(env, failed).await;
-    ToolOutcome {
-        content: message,
-        is_error: true,
-    }
 }

@@ -10,7 +10,9 @@
 //! - the agent loop: model stream -> tool calls -> results -> … until the turn
 //!   ends, with the `subagent` tool (spawn / fork children, each a session with
 //!   its own log and its own model calls) and the read-only workspace tools
-//!   `read_file` / `list_dir`, confined to the session cwd;
+//!   `read_file` / `list_dir`, confined to the session cwd; subagent calls carry
+//!   `_meta.fanout.subagent` as [`fanout_acp::FanoutSubagentMeta`], the type
+//!   the capture side reads it with;
 //! - the ACP server over stdio ([`serve`], [`run_stdio`]), one JSON-RPC message
 //!   per line on stdout and nothing else (diagnostics go to `tracing`);
 //! - the provider registry ([`ProviderRegistry`]) through which other crates

@@ -421,6 +421,54 @@ async fn nesting_beyond_max_depth_is_a_tool_error() {
 }
 
 #[tokio::test]
+async fn refused_subagent_calls_announce_a_failed_meta_block() {
+    let ws = workspace();
+    let model = scripted(json!([{"responses":[
+        response(vec![
+            tool("bad-json", "subagent", "{\"description\": "),
+            tool("bad-args", "subagent", r#"{"description":"d","mode":"spawn"}"#),
+            tool("typed", "subagent", r#"{"description":"d","prompt":"p","subagent_type":"explorer","mode":"spawn"}"#),
+            tool("untyped", "subagent", r#"{"description":"d","prompt":"p","mode":"fork"}"#),
+            vec![stop("tool_use")],
+        ]),
+        response(vec![vec![text("done"), stop("end_turn")]]),
+    ]}]));
+    // Depth 0: every well-formed launch is refused as too deep.
+    let mut c = Client::start(config(model, &ws.root, 0));
+    c.init(true).await;
+    let session = c.new_session(&ws.cwd).await;
+    let (notes, resp) = c.prompt(&session, "go").await;
+    assert_eq!(resp["result"]["stopReason"], "end_turn");
+    let meta: Vec<(String, String)> = updates(&notes, "tool_call")
+        .into_iter()
+        .map(|n| &n["params"]["update"])
+        .map(|u| (u["toolCallId"].to_string(), u["_meta"].to_string()))
+        .collect();
+    let want = |id: &str, block: &str| {
+        (
+            format!("\"{id}\""),
+            format!(r#"{{"fanout":{{"subagent":{block}}}}}"#),
+        )
+    };
+    assert_eq!(
+        meta,
+        [
+            want("bad-json", r#"{"status":"failed"}"#),
+            want("bad-args", r#"{"status":"failed"}"#),
+            want(
+                "typed",
+                r#"{"mode":"spawn","status":"failed","subagentType":"explorer"}"#
+            ),
+            want(
+                "untyped",
+                r#"{"mode":"fork","status":"failed","subagentType":null}"#
+            ),
+        ]
+    );
+    c.finish().await;
+}
+
+#[tokio::test]
 async fn without_the_subagents_capability_children_are_only_linked() {
     let ws = workspace();
     let model = scripted(json!([

@@ -9,10 +9,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use fanout_replay::acp::{AgentCommand, DrivePlan, drive};
-use fanout_replay::scenario::{Placeholders, default_replay_command};
-use fanout_replay::snapshot::API_KEY_VARS;
-use fanout_replay::{Scenario, ScenarioScripts};
+use fanout_harness::Scenario;
+use fanout_harness::acp::{AgentCommand, DrivePlan, drive};
+use fanout_harness::scenario::{Placeholders, default_replay_command};
+use fanout_harness::snapshot::API_KEY_VARS;
+use fanout_replay::ScenarioScripts;
 
 use crate::output::{DATABASE_URL_ENV, DbArgs};
 use crate::report::{self, ReportArgs, ReportFormat};

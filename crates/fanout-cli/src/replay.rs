@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fanout_replay::server::{self, DEFAULT_LISTEN, SESSION_ID_HEADER};
-use fanout_replay::{ReplayBinding, ScenarioScripts};
+use fanout_harness::server::{self, DEFAULT_LISTEN};
+use fanout_replay::{ReplayBinding, SESSION_ID_HEADER, ScenarioScripts};
 use tokio::io::AsyncWriteExt;
 
 #[derive(Debug, Args)]

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fanout_agent::{AgentArgs, ProviderRegistry};
-use fanout_replay::Scenario;
-use fanout_replay::snapshot::{self, FileCheck, RecordProvider, RunMode};
+use fanout_harness::Scenario;
+use fanout_harness::snapshot::{self, FileCheck, RecordProvider, RunMode};
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {

@@ -1,14 +1,14 @@
-//! Errors of loading scenarios and replaying them. Every error about a file
-//! names the file, and every error about its content names the line.
+//! Errors of loading a scenario's session logs into scripts. Every error about
+//! a file names the file, and every error about its content names the line.
 
 use std::path::PathBuf;
 
 use fanout_sessionlog::ReadError;
 
-/// A scenario could not be loaded, replayed or compared.
+/// A scenario's session logs could not be loaded into scripts.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    /// A file or directory could not be read or written.
+    /// A file or directory could not be read.
     #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
@@ -19,16 +19,6 @@ pub enum ReplayError {
     /// A session log is invalid (the message is `file:line: why`).
     #[error("{0}")]
     Log(ReadError),
-    /// A scenario file is invalid.
-    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Scenario {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line, when the problem has one.
-        line: Option<usize>,
-        /// What is wrong.
-        message: String,
-    },
     /// A scenario directory has no session logs to replay.
     #[error(
         "{}: no session logs to replay (expected session.jsonl, session.1.jsonl, … or a sessions root)",
@@ -48,17 +38,6 @@ pub enum ReplayError {
         /// The second log with it.
         second: PathBuf,
     },
-    /// The agent under test could not be driven.
-    #[error("{0}")]
-    Drive(crate::acp::DriveError),
-    /// The HTTP replay server could not listen or serve.
-    #[error("replay server on {addr}: {error}")]
-    Serve {
-        /// The listen address.
-        addr: String,
-        /// The underlying error.
-        error: std::io::Error,
-    },
 }
 
 // Causes are part of each message (file:line included), so no variant exposes
@@ -66,12 +45,6 @@ pub enum ReplayError {
 impl From<ReadError> for ReplayError {
     fn from(error: ReadError) -> Self {
         ReplayError::Log(error)
-    }
-}
-
-impl From<crate::acp::DriveError> for ReplayError {
-    fn from(error: crate::acp::DriveError) -> Self {
-        ReplayError::Drive(error)
     }
 }
 

@@ -44,8 +44,9 @@ pub fn scenario_log_files(dir: &Path) -> Result<Vec<PathBuf>, ReplayError> {
         .collect())
 }
 
-/// [`scenario_log_files`] with each file's index.
-pub(crate) fn indexed_log_files(dir: &Path) -> Result<Vec<(usize, PathBuf)>, ReplayError> {
+/// [`scenario_log_files`] with each file's index (what [`session_file_index`]
+/// reads from its name).
+pub fn indexed_log_files(dir: &Path) -> Result<Vec<(usize, PathBuf)>, ReplayError> {
     let entries = std::fs::read_dir(dir).map_err(ReplayError::io(dir))?;
     let mut found = Vec::new();
     for entry in entries {

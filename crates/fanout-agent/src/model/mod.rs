@@ -59,9 +59,9 @@ impl GenerateOptions {
     }
 }
 
-/// The HTTP header carrying [`GenerateOptions::session_id`]: the replay
-/// server's, so the two cannot drift apart.
-pub use fanout_replay::server::SESSION_ID_HEADER;
+/// The HTTP header carrying [`GenerateOptions::session_id`]: `fanout-replay`'s,
+/// which the replay server binds by, so the two cannot drift apart.
+pub use fanout_replay::SESSION_ID_HEADER;
 
 /// One model call's input, provider-neutral.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::ReplayError;
+use crate::error::HarnessError;
 
 /// The scenario's description file.
 pub const SCENARIO_FILE: &str = "scenario.toml";
@@ -161,15 +161,15 @@ pub struct Scenario {
 
 impl Scenario {
     /// Reads `<dir>/scenario.toml`.
-    pub fn load(dir: &Path) -> Result<Self, ReplayError> {
+    pub fn load(dir: &Path) -> Result<Self, HarnessError> {
         let path = dir.join(SCENARIO_FILE);
-        let text = std::fs::read_to_string(&path).map_err(ReplayError::io(&path))?;
+        let text = std::fs::read_to_string(&path).map_err(HarnessError::io(&path))?;
         Self::parse(dir, &path, &text)
     }
 
     /// Parses scenario text; `path` names the file in errors.
-    pub fn parse(dir: &Path, path: &Path, text: &str) -> Result<Self, ReplayError> {
-        let bad = |span: Option<Range<usize>>, message: String| ReplayError::Scenario {
+    pub fn parse(dir: &Path, path: &Path, text: &str) -> Result<Self, HarnessError> {
+        let bad = |span: Option<Range<usize>>, message: String| HarnessError::Scenario {
             path: path.to_path_buf(),
             line: span.map(|s| line_of(text, s.start)),
             message,
@@ -245,17 +245,17 @@ impl Scenario {
     }
 
     /// Creates the workspace layout under `root` (which must exist).
-    pub fn create_workspace(&self, root: &Path) -> Result<(), ReplayError> {
+    pub fn create_workspace(&self, root: &Path) -> Result<(), HarnessError> {
         for dir in &self.workspace_dirs {
             let path = root.join(dir);
-            std::fs::create_dir_all(&path).map_err(ReplayError::io(&path))?;
+            std::fs::create_dir_all(&path).map_err(HarnessError::io(&path))?;
         }
         for (file, content) in &self.workspace_files {
             let path = root.join(file);
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(ReplayError::io(parent))?;
+                std::fs::create_dir_all(parent).map_err(HarnessError::io(parent))?;
             }
-            std::fs::write(&path, content).map_err(ReplayError::io(&path))?;
+            std::fs::write(&path, content).map_err(HarnessError::io(&path))?;
         }
         Ok(())
     }
@@ -306,7 +306,7 @@ fn unknown_placeholder(arg: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Scenario, ReplayError> {
+    fn parse(text: &str) -> Result<Scenario, HarnessError> {
         Scenario::parse(Path::new("s"), Path::new("s/scenario.toml"), text)
     }
 

@@ -8,10 +8,9 @@
 
 use std::collections::HashMap;
 
+use fanout_replay::ReplayedResponse;
 use fanout_sessionlog::{Chunk, ModelStopReason, Usage};
 use serde_json::{Value, json};
-
-use crate::binding::ReplayedResponse;
 
 /// One SSE event's text (`event:` line when named, one `data:` line, blank line).
 fn sse_event(name: Option<&str>, data: &Value) -> String {

@@ -1,7 +1,7 @@
 //! The HTTP replay server: the [`ReplayBinding`] behind Anthropic Messages
 //! (`POST /v1/messages`) and OpenAI chat completions (`POST /v1/chat/completions`,
 //! `POST /chat/completions`), both streaming (SSE), keyed by the
-//! `x-fanout-session-id` header. Any HTTP agent pointed at it replays a
+//! [`SESSION_ID_HEADER`] (`x-fanout-session-id`). Any HTTP agent pointed at it replays a
 //! scenario without a key.
 
 use std::future::Future;
@@ -15,15 +15,11 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use fanout_replay::{BindingError, ReplayBinding, ReplayedResponse, SESSION_ID_HEADER};
 use serde_json::{Value, json};
 
-use crate::binding::{BindingError, ReplayBinding, ReplayedResponse};
-use crate::error::ReplayError;
+use crate::error::HarnessError;
 use crate::wire;
-
-/// The header naming the calling session (what `fanout agent`'s HTTP
-/// providers send).
-pub const SESSION_ID_HEADER: &str = "x-fanout-session-id";
 
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
@@ -70,10 +66,10 @@ pub fn router(binding: Arc<ReplayBinding>) -> Router {
 }
 
 /// Binds `addr` (e.g. `127.0.0.1:0` for any free port).
-pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ReplayError> {
+pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, HarnessError> {
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|error| ReplayError::Serve {
+        .map_err(|error| HarnessError::Serve {
             addr: addr.to_string(),
             error,
         })
@@ -84,7 +80,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     binding: Arc<ReplayBinding>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ReplayError> {
+) -> Result<(), HarnessError> {
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -92,7 +88,7 @@ pub async fn serve(
     axum::serve(listener, router(binding))
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(|error| ReplayError::Serve { addr, error })
+        .map_err(|error| HarnessError::Serve { addr, error })
 }
 
 /// A replay server running on a background task, for tests and embedding.
@@ -100,14 +96,14 @@ pub async fn serve(
 pub struct RunningServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), ReplayError>>,
+    task: tokio::task::JoinHandle<Result<(), HarnessError>>,
 }
 
 impl RunningServer {
     /// Starts serving `binding` on `addr`.
-    pub async fn start(binding: Arc<ReplayBinding>, addr: &str) -> Result<Self, ReplayError> {
+    pub async fn start(binding: Arc<ReplayBinding>, addr: &str) -> Result<Self, HarnessError> {
         let listener = bind(addr).await?;
-        let local = listener.local_addr().map_err(|error| ReplayError::Serve {
+        let local = listener.local_addr().map_err(|error| HarnessError::Serve {
             addr: addr.to_string(),
             error,
         })?;
@@ -133,13 +129,13 @@ impl RunningServer {
     }
 
     /// Stops accepting, lets open responses finish, and waits.
-    pub async fn shutdown(mut self) -> Result<(), ReplayError> {
+    pub async fn shutdown(mut self) -> Result<(), HarnessError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         match (&mut self.task).await {
             Ok(result) => result,
-            Err(err) => Err(ReplayError::Serve {
+            Err(err) => Err(HarnessError::Serve {
                 addr: self.addr.to_string(),
                 error: std::io::Error::other(err),
             }),

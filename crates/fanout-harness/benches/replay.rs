@@ -1,7 +1,7 @@
 //! Replay benchmarks, each a ratio against a baseline measured in the same run
 //! (these machines are noisy; absolute numbers are not comparable across runs).
 //!
-//! `cargo build --release -p fanout-cli && cargo bench -p fanout-replay --bench replay`:
+//! `cargo build --release -p fanout-cli && cargo bench -p fanout-harness --bench replay`:
 //! - replay server: per-request latency (p50, p99) of a streamed Anthropic
 //!   response served through the per-session binding, vs a trivial axum
 //!   handler returning the same bytes, both over loopback with one client;
@@ -22,8 +22,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use fanout_replay::server::{RunningServer, SESSION_ID_HEADER};
-use fanout_replay::{ReplayBinding, ScenarioScripts, SessionScript, anthropic_events};
+use fanout_harness::anthropic_events;
+use fanout_harness::server::RunningServer;
+use fanout_replay::{
+    ReplayBinding, ReplayedResponse, SESSION_ID_HEADER, ScenarioScripts, SessionScript,
+};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -80,7 +83,7 @@ async fn server_latency(requests: usize) {
         .await
         .expect("start the replay server");
     let body: String = anthropic_events(
-        &fanout_replay::ReplayedResponse {
+        &ReplayedResponse {
             script: 0,
             call: 0,
             model: "m".into(),

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
+use fanout_replay::{ScenarioScripts, indexed_log_files, session_file_name};
 use fanout_sessionlog::{Chunk, Event, list_logs, parse_log};
 
 use crate::acp::{AgentCommand, Direction, DrivePlan, drive};
-use crate::error::ReplayError;
+use crate::error::HarnessError;
 use crate::normalize::Normalizer;
 use crate::scenario::{Placeholders, Scenario, TRANSCRIPT_FILE, default_replay_command};
-use crate::script::{ScenarioScripts, indexed_log_files, session_file_name};
 
 /// Environment variables holding provider keys: removed for replay runs, so a
 /// replay provably needs none.
@@ -65,7 +65,7 @@ pub async fn run(
     scenario: &Scenario,
     fanout: &Path,
     mode: &RunMode,
-) -> Result<Snapshot, ReplayError> {
+) -> Result<Snapshot, HarnessError> {
     let (argv, model) = match mode {
         RunMode::Replay => {
             // Validates every expected log up front, so a bad line is reported
@@ -90,12 +90,12 @@ pub async fn run(
     let work = tempfile::Builder::new()
         .prefix("fanout-snapshot-")
         .tempdir()
-        .map_err(ReplayError::io(std::env::temp_dir()))?;
+        .map_err(HarnessError::io(std::env::temp_dir()))?;
     let workspace = work.path().join("workspace");
     let sessions_root = work.path().join("sessions");
-    std::fs::create_dir_all(&workspace).map_err(ReplayError::io(&workspace))?;
+    std::fs::create_dir_all(&workspace).map_err(HarnessError::io(&workspace))?;
     scenario.create_workspace(&workspace)?;
-    let workspace = std::fs::canonicalize(&workspace).map_err(ReplayError::io(&workspace))?;
+    let workspace = std::fs::canonicalize(&workspace).map_err(HarnessError::io(&workspace))?;
     let scenario_dir = absolute(&scenario.dir)?;
 
     let argv = Placeholders {
@@ -106,7 +106,7 @@ pub async fn run(
     }
     .substitute(&argv);
     let Some(mut command) = AgentCommand::from_argv(&argv) else {
-        return Err(ReplayError::Scenario {
+        return Err(HarnessError::Scenario {
             path: scenario.dir.join(crate::scenario::SCENARIO_FILE),
             line: None,
             message: "the agent command is empty".into(),
@@ -130,7 +130,7 @@ pub async fn run(
     let entries = list_logs(&sessions_root)?;
     let mut raw_logs = Vec::with_capacity(entries.len());
     for entry in &entries {
-        let text = std::fs::read_to_string(&entry.path).map_err(ReplayError::io(&entry.path))?;
+        let text = std::fs::read_to_string(&entry.path).map_err(HarnessError::io(&entry.path))?;
         raw_logs.push(text);
     }
 
@@ -203,8 +203,8 @@ fn record_command(provider: &RecordProvider, with_model: bool) -> Vec<String> {
     argv
 }
 
-fn absolute(path: &Path) -> Result<PathBuf, ReplayError> {
-    std::fs::canonicalize(path).map_err(ReplayError::io(path))
+fn absolute(path: &Path) -> Result<PathBuf, HarnessError> {
+    std::fs::canonicalize(path).map_err(HarnessError::io(path))
 }
 
 /// The transcript's head: one line per session log, with what a reader of the
@@ -309,7 +309,7 @@ impl FileCheck {
 
 /// Compares a run with the expected files in `dir`: the transcript, and every
 /// session log either side has.
-pub fn compare(dir: &Path, snapshot: &Snapshot) -> Result<Vec<FileCheck>, ReplayError> {
+pub fn compare(dir: &Path, snapshot: &Snapshot) -> Result<Vec<FileCheck>, HarnessError> {
     let mut checks = Vec::new();
     let produced = snapshot.files();
     for (name, actual) in &produced {
@@ -317,7 +317,7 @@ pub fn compare(dir: &Path, snapshot: &Snapshot) -> Result<Vec<FileCheck>, Replay
         let expected = match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
-            Err(error) => return Err(ReplayError::Io { path, error }),
+            Err(error) => return Err(HarnessError::Io { path, error }),
         };
         checks.push(match expected {
             None => FileCheck::MissingExpected {
@@ -340,7 +340,7 @@ pub fn compare(dir: &Path, snapshot: &Snapshot) -> Result<Vec<FileCheck>, Replay
 }
 
 /// The expected session logs in `dir` that `snapshot` did not produce (index, path).
-fn stale_logs(dir: &Path, snapshot: &Snapshot) -> Result<Vec<(usize, PathBuf)>, ReplayError> {
+fn stale_logs(dir: &Path, snapshot: &Snapshot) -> Result<Vec<(usize, PathBuf)>, HarnessError> {
     let mut logs = indexed_log_files(dir)?;
     logs.retain(|(index, _)| *index >= snapshot.session_logs.len());
     Ok(logs)
@@ -372,15 +372,15 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Writes a run's outputs as the expected files of `dir`, removing expected
 /// session logs the run no longer produces. Returns the names written.
-pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, ReplayError> {
+pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, HarnessError> {
     let mut written = Vec::new();
     for (name, content) in snapshot.files() {
         let path = dir.join(&name);
-        write_private(&path, content.as_bytes()).map_err(ReplayError::io(&path))?;
+        write_private(&path, content.as_bytes()).map_err(HarnessError::io(&path))?;
         written.push(name);
     }
     for (_, path) in stale_logs(dir, snapshot)? {
-        std::fs::remove_file(&path).map_err(ReplayError::io(&path))?;
+        std::fs::remove_file(&path).map_err(HarnessError::io(&path))?;
     }
     Ok(written)
 }

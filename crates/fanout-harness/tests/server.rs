@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use fanout_replay::server::{RunningServer, SESSION_ID_HEADER};
-use fanout_replay::{ReplayBinding, ScenarioScripts};
+use fanout_harness::server::RunningServer;
+use fanout_replay::{ReplayBinding, SESSION_ID_HEADER, ScenarioScripts};
 use fanout_sessionlog::{
     Backend, Chunk, Event, Header, ModelStopReason, SessionLog, Timestamp, Usage,
 };
