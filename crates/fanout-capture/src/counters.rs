@@ -2,10 +2,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fanout_metrics::SUBAGENT_OUTCOMES;
 use serde::Serialize;
 
-/// The `metrics` counter every writer outcome moves, labelled `outcome`.
-pub const SUBAGENT_CONTEXT_METRIC: &str = "fanout_subagent_context_total";
+/// The `metrics` counter every writer outcome moves, labelled `outcome`; its name and
+/// label values are fanout-metrics' (its `/debug/vars` always lists them).
+pub use fanout_metrics::SUBAGENT_CONTEXT_METRIC;
 /// Lines offered to capture (any content, either direction).
 pub const FRAMES_SEEN_METRIC: &str = "fanout_capture_frames_total";
 /// Lines that were not JSON-RPC (still forwarded by the proxy, never recorded).
@@ -38,15 +40,9 @@ impl Outcome {
         Outcome::UnknownExecution,
     ];
 
+    /// The `outcome` label value: [`SUBAGENT_OUTCOMES`] lists them in the same order.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Attempted => "attempted",
-            Outcome::Persisted => "persisted",
-            Outcome::SkippedNoIdentity => "skipped_no_identity",
-            Outcome::AnomalousValue => "anomalous_value",
-            Outcome::Failed => "failed",
-            Outcome::UnknownExecution => "unknown_execution",
-        }
+        SUBAGENT_OUTCOMES[self as usize]
     }
 }
 
@@ -117,5 +113,34 @@ impl CounterSnapshot {
         self.anomalous_value += other.anomalous_value;
         self.failed += other.failed;
         self.unknown_execution += other.unknown_execution;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The label each outcome moves is the name the writer's own snapshot gives it, so
+    /// `/debug/vars` and the writer's counters speak of the same thing.
+    #[test]
+    fn each_outcome_moves_the_series_of_its_own_name() {
+        let registry = fanout_metrics::Registry::new();
+        let counters = metrics::with_local_recorder(&registry, WriterCounters::new);
+        for (times, outcome) in (1..).zip(Outcome::ALL) {
+            for _ in 0..times {
+                counters.bump(outcome);
+            }
+        }
+        let own = serde_json::to_value(counters.snapshot()).unwrap();
+        let own = own.as_object().unwrap();
+        assert_eq!(own.len(), Outcome::ALL.len());
+        let facade = registry.snapshot();
+        for (name, value) in own {
+            assert_eq!(
+                facade.counter(SUBAGENT_CONTEXT_METRIC, &[("outcome", name)]),
+                value.as_u64().unwrap(),
+                "{name}"
+            );
+        }
     }
 }

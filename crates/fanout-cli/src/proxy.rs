@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_proxy::{ClientStreams, ProxyConfig, ProxyOutcome, ProxyTuning, Registry};
+use fanout_metrics::{Registry, default_stats_dir};
+use fanout_proxy::{ClientStreams, ProxyConfig, ProxyOutcome, ProxyTuning};
 
 use crate::output::DbArgs;
 
@@ -91,7 +92,7 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
         database_url: database_url.clone(),
         task_id: args.task,
         transcript_dir,
-        stats_dir: Some(args.stats_dir.unwrap_or_else(|| data_dir.join("stats"))),
+        stats_dir: Some(args.stats_dir.unwrap_or_else(default_stats_dir)),
         registry: Some(registry),
         metrics_listener,
         tuning: ProxyTuning {

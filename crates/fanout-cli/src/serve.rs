@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_proxy::StatsDir;
+use fanout_metrics::{StatsDir, default_stats_dir, serve_http};
 use tokio::io::AsyncWriteExt;
 
 /// The default address: loopback only.
@@ -29,9 +29,7 @@ pub struct ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
-    let dir = args
-        .stats_dir
-        .unwrap_or_else(|| fanout_proxy::default_data_dir().join("stats"));
+    let dir = args.stats_dir.unwrap_or_else(default_stats_dir);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -49,6 +47,6 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     stdout.write_all(banner.as_bytes()).await?;
     stdout.flush().await?;
     let source = Arc::new(StatsDir::new(dir, STALE_AFTER));
-    fanout_proxy::serve_http(listener, source, crate::shutdown_signal()).await?;
+    serve_http(listener, source, crate::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }

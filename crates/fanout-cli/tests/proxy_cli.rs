@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fanout_proxy::subagent_outcomes;
+use fanout_metrics::SUBAGENT_OUTCOMES;
 use proxy_support::{
     Finished, ReplayingAgent, Running, fanout, http, only_transcript, prometheus_value,
     sqlite_texts, transcript_lines,
@@ -666,7 +666,7 @@ fn the_proxy_serves_its_live_counters_on_loopback() {
     let (status, vars) = http("GET", &addr, "/debug/vars");
     assert_eq!(status, 200);
     let vars: serde_json::Value = serde_json::from_str(&vars).expect("JSON");
-    for outcome in subagent_outcomes() {
+    for outcome in SUBAGENT_OUTCOMES {
         assert_eq!(
             vars["subagent_context_total"][outcome], 0,
             "{outcome}: {vars}"
@@ -693,7 +693,7 @@ async fn subagent_counters_reach_prometheus_as_they_reach_debug_vars() {
     let (mut proxy, addr) = start_with_metrics(dir.path(), &db, &[], &[script]);
     tokio::task::block_in_place(|| agent.drive(&mut proxy, 0..agent.steps.len(), 0));
 
-    let outcomes = subagent_outcomes();
+    let outcomes = SUBAGENT_OUTCOMES;
     // The two endpoints are read at different instants while capture may still be
     // writing, so poll until they agree; a facade that never hears of a write never does.
     let disagreement = |page: &str, vars: &serde_json::Value| -> Option<String> {

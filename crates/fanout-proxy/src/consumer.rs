@@ -26,10 +26,10 @@ use fanout_capture::{Capture, CaptureStats, CounterSnapshot};
 use tokio::sync::watch;
 
 use crate::metric_names;
-use crate::queue::{FrameReceiver, FrameSender, frame_queue};
+use crate::queue::{FrameReceiver, FrameSender, TapFrame, frame_queue};
 use crate::ratelimit::RateLimit;
 use crate::store::ResilientStore;
-use crate::tap::{TapFrame, TapShared};
+use crate::tap::TapShared;
 use crate::transcript::TranscriptWriter;
 
 /// At most this many queued frames go to capture as one batch.

@@ -24,9 +24,6 @@ pub enum ProxyError {
     #[error("cannot create a transcript in {}: {cause}", dir.display())]
     Transcript { dir: PathBuf, cause: io::Error },
 
-    #[error("the HTTP server failed: {0}")]
-    Serve(io::Error),
-
     #[error("cannot wait for the agent: {0}")]
     Wait(io::Error),
 }

@@ -4,12 +4,15 @@
 //! Owns: supervising the agent process (own process group, signals forwarded, exit
 //! status passed through, the group cleaned up), byte-exact forwarding in both
 //! directions, the tap (a bounded queue that never blocks forwarding), the per-execution
-//! transcript, a store connection that survives the store being down, the live metrics
-//! registry (a small [`metrics::Recorder`]) and its read-only HTTP endpoints
-//! (`/metrics`, `/debug/vars`, `/healthz`), and the stats files `fanout serve` reads.
+//! transcript, a store connection that survives the store being down, and the names
+//! of its own counters ([`metric_names`]).
 //!
-//! Must not know: SQL, dialects, ACP semantics. Lines go to [`fanout_capture::Capture`]
-//! as bytes; rows are its business and the store's.
+//! Uses fanout-metrics for the rest of its numbers: the caller's [`fanout_metrics::Registry`]
+//! is served live (`--metrics-listen`: `/metrics`, `/debug/vars`, `/healthz`) and
+//! written to this run's stats file, which `fanout serve` reads.
+//!
+//! Must not know: SQL, dialects, ACP semantics, metric exposition. Lines go to
+//! [`fanout_capture::Capture`] as bytes; rows are its business and the store's.
 //!
 //! Shape of a run ([`run`]):
 //!
@@ -29,27 +32,19 @@
 mod agent;
 mod consumer;
 mod error;
-mod http;
 pub mod metric_names;
-mod metrics_registry;
 mod paths;
 mod proxy;
 mod queue;
 mod ratelimit;
-mod stats;
 mod store;
 mod tap;
 mod transcript;
 
 pub use agent::AgentExit;
 pub use error::ProxyError;
-/// Where transcripts and stats go by default (the rule session logs follow too).
+/// Where transcripts go by default (the rule session logs follow too; stats files go
+/// to its `stats`, [`fanout_metrics::default_stats_dir`]).
 pub use fanout_sessionlog::default_data_dir;
-pub use http::{MetricsSource, router, serve_http};
-pub use metrics_registry::{
-    Registry, SUBAGENT_CONTEXT_METRIC, Series, SeriesValue, Snapshot, render_expvar,
-    render_prometheus, subagent_outcomes,
-};
 pub use proxy::{ClientStreams, EXECUTION_ID_ENV, ProxyConfig, ProxyOutcome, ProxyTuning, run};
-pub use stats::{StatsDir, StatsFile};
 pub use transcript::{TRANSCRIPT_VERSION, TranscriptHeader, TranscriptWriter};

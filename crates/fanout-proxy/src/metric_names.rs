@@ -1,5 +1,6 @@
 //! The names of the proxy's own metrics (fanout-capture adds its `fanout_capture_*`
-//! and `fanout_subagent_context_total`). Labels: `direction` is `c2a` or `a2c`.
+//! and `fanout_subagent_context_total`; summing the stats files adds
+//! [`fanout_metrics::EXECUTIONS_METRIC`]). Labels: `direction` is `c2a` or `a2c`.
 
 /// Complete lines seen by the tap, `direction`.
 pub const FRAMES: &str = "fanout_proxy_frames_total";
@@ -22,8 +23,6 @@ pub const STORE_ERRORS: &str = "fanout_proxy_store_errors_total";
 pub const STORE_AVAILABLE: &str = "fanout_proxy_store_available";
 /// Transcript lines that could not be written.
 pub const TRANSCRIPT_ERRORS: &str = "fanout_proxy_transcript_errors_total";
-/// Proxies seen by `fanout serve`, `state` (`running`, `finished`, `stale`).
-pub const EXECUTIONS: &str = "fanout_proxy_executions";
 
 /// Registers the help text of every proxy metric with the installed recorder.
 pub(crate) fn describe_all() {

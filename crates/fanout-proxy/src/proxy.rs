@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fanout_acp::{DEFAULT_MAX_LINE_BYTES, Direction};
 use fanout_capture::{Capture, CaptureConfig, CaptureStats, CounterSnapshot};
+use fanout_metrics::{Registry, ServeError, StatsFile, serve_http};
 use fanout_store::{Store, Timestamp};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -21,11 +22,8 @@ use crate::agent::{
 };
 use crate::consumer::{Consumer, ConsumerReport, Control};
 use crate::error::ProxyError;
-use crate::http::serve_http;
 use crate::metric_names;
-use crate::metrics_registry::Registry;
 use crate::queue::frame_queue;
-use crate::stats::StatsFile;
 use crate::store::ResilientStore;
 use crate::tap::{PumpReport, Tap, TapShared, pump};
 use crate::transcript::{TranscriptHeader, TranscriptWriter};
@@ -270,8 +268,8 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
                 task_id: task_id.clone(),
                 agent_command: agent_command.clone(),
                 pid: std::process::id(),
-                started_at,
-                updated_at: started_at,
+                started_at: stats_time(started_at),
+                updated_at: stats_time(started_at),
                 finished: false,
                 metrics: Default::default(),
             },
@@ -280,7 +278,7 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         .clone()
         .map(|writer| tokio::spawn(writer.every(tuning.stats_interval)));
     let (http_stop, http_stopped) = oneshot::channel::<()>();
-    let http_task: Option<JoinHandle<Result<(), ProxyError>>> = metrics_listener.map(|listener| {
+    let http_task: Option<JoinHandle<Result<(), ServeError>>> = metrics_listener.map(|listener| {
         let source = Arc::new(registry.clone().unwrap_or_default());
         tokio::spawn(serve_http(listener, source, async {
             let _ = http_stopped.await;
@@ -392,7 +390,7 @@ struct StatsWriter {
 
 impl StatsWriter {
     fn write_now(&mut self) {
-        self.file.updated_at = Timestamp::now();
+        self.file.updated_at = fanout_sessionlog::Timestamp::now();
         self.file.metrics = self.registry.snapshot();
         if let Err(error) = self.file.write(&self.dir) {
             tracing::debug!(dir = %self.dir.display(), %error, "cannot write the stats file");
@@ -405,4 +403,11 @@ impl StatsWriter {
             tokio::time::sleep(interval).await;
         }
     }
+}
+
+/// `at` as the stats file's timestamp type (fanout-sessionlog's; the rows use the
+/// store's, the same instant in the same text form).
+fn stats_time(at: Timestamp) -> fanout_sessionlog::Timestamp {
+    fanout_sessionlog::Timestamp::from_micros(at.unix_micros())
+        .unwrap_or_else(fanout_sessionlog::Timestamp::now)
 }

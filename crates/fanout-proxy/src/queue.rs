@@ -7,9 +7,17 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use fanout_acp::Direction;
+use fanout_store::Timestamp;
 use tokio::sync::mpsc;
 
-use crate::tap::TapFrame;
+/// One complete line, as the tap saw it: the element of both queues.
+#[derive(Debug)]
+pub(crate) struct TapFrame {
+    pub direction: Direction,
+    pub observed_at: Timestamp,
+    pub line: Vec<u8>,
+}
 
 /// The byte budget of one queue, shared by its senders (take) and receiver (give back).
 #[derive(Debug)]
@@ -123,9 +131,6 @@ impl FrameReceiver {
 
 #[cfg(test)]
 mod tests {
-    use fanout_acp::Direction;
-    use fanout_store::Timestamp;
-
     use super::*;
 
     fn frame(len: usize) -> TapFrame {

@@ -19,16 +19,8 @@ use fanout_acp::{Direction, FramedLine, LineFramer};
 use fanout_store::Timestamp;
 
 use crate::metric_names;
-use crate::queue::{FrameSender, Refused};
+use crate::queue::{FrameSender, Refused, TapFrame};
 use crate::ratelimit::RateLimit;
-
-/// One complete line, as the tap saw it.
-#[derive(Debug)]
-pub(crate) struct TapFrame {
-    pub direction: Direction,
-    pub observed_at: Timestamp,
-    pub line: Vec<u8>,
-}
 
 /// State shared by both directions' taps and the consumer: the WARN limiters and the
 /// drop total.

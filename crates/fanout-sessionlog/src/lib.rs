@@ -33,4 +33,4 @@ pub use types::{
     Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, RecordedResponse, SessionLog,
     SubagentMode, Usage,
 };
-pub use writer::SessionLogWriter;
+pub use writer::{SessionLogWriter, create_private_dir};

@@ -41,6 +41,11 @@ impl Timestamp {
         DateTime::<Utc>::from_timestamp_micros(micros).map(Self)
     }
 
+    /// Microseconds since the Unix epoch.
+    pub fn unix_micros(&self) -> i64 {
+        self.0.timestamp_micros()
+    }
+
     /// From any UTC instant, truncated to microseconds.
     pub fn from_datetime(dt: DateTime<Utc>) -> Self {
         Self::from_micros(dt.timestamp_micros()).unwrap_or(Self(dt))
@@ -96,6 +101,7 @@ mod tests {
     fn canonical_text_is_fixed_width_micros_utc() {
         let ts = Timestamp::from_micros(1_754_235_140_000_001).unwrap();
         assert_eq!(ts.to_string(), "2025-08-03T15:32:20.000001Z");
+        assert_eq!(ts.unix_micros(), 1_754_235_140_000_001);
         let zero = Timestamp::from_micros(1_754_235_140_000_000).unwrap();
         assert_eq!(zero.to_string(), "2025-08-03T15:32:20.000000Z");
     }

@@ -131,7 +131,10 @@ impl SessionLogWriter {
     }
 }
 
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Creates `dir` and its missing parents; the ones it creates are 0700 on Unix (logs,
+/// and the other files fanout keeps under its data directory, are nobody else's
+/// business).
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

@@ -13,13 +13,20 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fanout_store::Timestamp;
+use fanout_sessionlog::{Timestamp, create_private_dir, default_data_dir};
 use serde::{Deserialize, Serialize};
 
-use crate::http::MetricsSource;
-use crate::metric_names;
-use crate::metrics_registry::Snapshot;
-use crate::paths::create_private_dir;
+use crate::snapshot::Snapshot;
+
+/// Proxies with a stats file, labelled `state` (`running`, `finished`, `stale`); a
+/// gauge only [`StatsDir`] sums make.
+pub const EXECUTIONS_METRIC: &str = "fanout_proxy_executions";
+
+/// Where proxies write their stats files and `fanout serve` reads them unless told
+/// otherwise: `stats` in the data directory ([`default_data_dir`]).
+pub fn default_stats_dir() -> PathBuf {
+    default_data_dir().join("stats")
+}
 
 /// One proxy's counters, as written to its stats file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,132 +142,13 @@ impl StatsDir {
             ("finished", finished),
             ("stale", stale),
         ] {
-            total.set_gauge(
-                metric_names::EXECUTIONS,
-                &[("state", state)],
-                f64::from(count),
-            );
+            total.set_gauge(EXECUTIONS_METRIC, &[("state", state)], f64::from(count));
         }
         total.help.insert(
-            metric_names::EXECUTIONS.to_owned(),
+            EXECUTIONS_METRIC.to_owned(),
             "Proxies with a stats file, by state (stale: stopped updating without finishing)."
                 .to_owned(),
         );
         total
-    }
-}
-
-impl MetricsSource for StatsDir {
-    fn snapshot(&self) -> Snapshot {
-        self.snapshot_at(Timestamp::now())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics_registry::{Series, SeriesValue};
-
-    fn file(id: &str, finished: bool, updated_at: &str, frames: u64) -> StatsFile {
-        StatsFile {
-            execution_id: id.to_owned(),
-            task_id: None,
-            agent_command: vec!["cat".to_owned()],
-            pid: 1,
-            started_at: Timestamp::parse("2026-08-03T15:00:00Z").unwrap(),
-            updated_at: Timestamp::parse(updated_at).unwrap(),
-            finished,
-            metrics: Snapshot {
-                series: vec![
-                    Series {
-                        name: "fanout_proxy_frames_total".to_owned(),
-                        labels: [("direction".to_owned(), "a2c".to_owned())].into(),
-                        value: SeriesValue::Counter { value: frames },
-                    },
-                    Series {
-                        name: "fanout_proxy_store_available".to_owned(),
-                        labels: Default::default(),
-                        value: SeriesValue::Gauge { value: 1.0 },
-                    },
-                ],
-                help: Default::default(),
-            },
-        }
-    }
-
-    #[test]
-    fn sums_counters_of_all_and_gauges_of_the_live() {
-        let dir = tempfile::tempdir().unwrap();
-        let stats = dir.path().join("stats");
-        file("a", true, "2026-08-03T15:00:10Z", 5)
-            .write(&stats)
-            .unwrap();
-        file("b", false, "2026-08-03T15:00:59Z", 7)
-            .write(&stats)
-            .unwrap();
-        file("c", false, "2026-08-03T14:00:00Z", 1)
-            .write(&stats)
-            .unwrap();
-        std::fs::write(stats.join("junk.json"), b"{").unwrap();
-        let snapshot = StatsDir::new(&stats, Duration::from_secs(30))
-            .snapshot_at(Timestamp::parse("2026-08-03T15:01:00Z").unwrap());
-        assert_eq!(
-            snapshot.counter("fanout_proxy_frames_total", &[("direction", "a2c")]),
-            13
-        );
-        let gauge = |name: &str, labels: &[(&str, &str)]| {
-            snapshot
-                .series
-                .iter()
-                .find(|s| {
-                    s.name == name
-                        && labels
-                            .iter()
-                            .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
-                })
-                .map(|s| s.value)
-        };
-        assert_eq!(
-            gauge("fanout_proxy_store_available", &[]),
-            Some(SeriesValue::Gauge { value: 1.0 })
-        );
-        for (state, count) in [("running", 1.0), ("finished", 1.0), ("stale", 1.0)] {
-            assert_eq!(
-                gauge(metric_names::EXECUTIONS, &[("state", state)]),
-                Some(SeriesValue::Gauge { value: count }),
-                "{state}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_removed_dir_is_made_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let stats = dir.path().join("stats");
-        let stats_file = file("a", false, "2026-08-03T15:00:10Z", 5);
-        stats_file.write(&stats).unwrap();
-        std::fs::remove_dir_all(&stats).unwrap();
-        let path = stats_file.write(&stats).unwrap();
-        assert_eq!(
-            StatsDir::new(&stats, Duration::from_secs(1)).files(),
-            vec![stats_file]
-        );
-        assert!(path.starts_with(&stats));
-    }
-
-    #[test]
-    fn files_are_private_and_a_missing_dir_is_empty() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = file("a", true, "2026-08-03T15:00:10Z", 5)
-            .write(dir.path())
-            .unwrap();
-        let mode = std::fs::metadata(path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert!(
-            StatsDir::new(dir.path().join("none"), Duration::from_secs(1))
-                .files()
-                .is_empty()
-        );
     }
 }

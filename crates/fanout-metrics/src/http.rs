@@ -2,6 +2,7 @@
 //! JSON) and `/healthz`. Only GET (and HEAD) are routed; nothing here changes state.
 
 use std::future::Future;
+use std::io;
 use std::sync::Arc;
 
 use axum::Router;
@@ -9,10 +10,13 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use fanout_sessionlog::Timestamp;
 use tokio::net::TcpListener;
 
-use crate::error::ProxyError;
-use crate::metrics_registry::{Registry, Snapshot, render_expvar, render_prometheus};
+use crate::exposition::{render_expvar, render_prometheus};
+use crate::registry::Registry;
+use crate::snapshot::Snapshot;
+use crate::stats::StatsDir;
 
 /// Where the endpoints read their numbers: the live registry of this process, or the
 /// stats files of every proxy (`fanout serve`).
@@ -25,6 +29,17 @@ impl MetricsSource for Registry {
         Registry::snapshot(self)
     }
 }
+
+impl MetricsSource for StatsDir {
+    fn snapshot(&self) -> Snapshot {
+        self.snapshot_at(Timestamp::now())
+    }
+}
+
+/// The HTTP server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[error("the HTTP server failed: {0}")]
+pub struct ServeError(pub io::Error);
 
 type Source = Arc<dyn MetricsSource>;
 
@@ -67,9 +82,9 @@ pub async fn serve_http(
     listener: TcpListener,
     source: Arc<dyn MetricsSource>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ProxyError> {
+) -> Result<(), ServeError> {
     axum::serve(listener, router(source))
         .with_graceful_shutdown(shutdown)
         .await
-        .map_err(ProxyError::Serve)
+        .map_err(ServeError)
 }
