@@ -28,7 +28,6 @@ use serde::Serialize;
 
 use crate::error::StoreError;
 use crate::model::{Activation, Engine};
-use crate::sql::Dialect;
 use crate::store::{SqlStore, Store};
 use crate::time::Timestamp;
 
@@ -230,14 +229,14 @@ struct Statement {
 
 /// Collects binds while a statement is generated, handing out their placeholders.
 struct Binds {
-    dialect: Dialect,
+    engine: Engine,
     values: Vec<Option<String>>,
 }
 
 impl Binds {
-    fn new(dialect: Dialect) -> Self {
+    fn new(engine: Engine) -> Self {
         Binds {
-            dialect,
+            engine,
             values: Vec::new(),
         }
     }
@@ -250,7 +249,7 @@ impl Binds {
     /// A timestamp bind; `None` binds NULL, which makes every comparison with it false.
     fn timestamp(&mut self, value: Option<Timestamp>) -> String {
         self.values.push(value.map(|t| t.canonical()));
-        self.dialect.ts_param(self.values.len())
+        self.engine.ts_param(self.values.len())
     }
 
     fn finish(self, sql: String) -> Statement {
@@ -324,11 +323,11 @@ fn counted_in_scope(binds: &mut Binds, scope: &ReportScope) -> String {
 /// Per (unknown?, fan-out): how many turns. A turn is unknown iff it has no live row
 /// and started before the backfill_through bind (NULL binds make no turn unknown).
 fn turn_distribution(
-    d: Dialect,
+    e: Engine,
     scope: &ReportScope,
     backfill_through: Option<Timestamp>,
 ) -> Statement {
-    let mut binds = Binds::new(d);
+    let mut binds = Binds::new(e);
     let turn_scope = scope.turn_predicate(&mut binds, "t");
     let before = binds.timestamp(backfill_through);
     let sql = format!(
@@ -353,8 +352,8 @@ fn turn_distribution(
 
 /// Row counts of the summary and provenance sections, duplicates included so they can
 /// be reported.
-fn subagent_summary(d: Dialect, scope: &ReportScope) -> Statement {
-    let mut binds = Binds::new(d);
+fn subagent_summary(e: Engine, scope: &ReportScope) -> Statement {
+    let mut binds = Binds::new(e);
     let in_scope = scope.subagent_predicate(&mut binds, "c");
     let counted = |condition: &str| {
         format!("COUNT(CASE WHEN c.duplicate_of_live = 0 AND ({condition}) THEN 1 END)")
@@ -386,8 +385,8 @@ const METRIC_COLUMNS: [&str; 3] = ["total_tokens", "duration_ms", "tool_use_coun
 
 /// Per metric: reported count, MIN, MAX and SUM over reported values only (SQL
 /// aggregates skip NULL, which is exactly AC-7's reading).
-fn metric_aggregates(d: Dialect, scope: &ReportScope) -> Statement {
-    let mut binds = Binds::new(d);
+fn metric_aggregates(e: Engine, scope: &ReportScope) -> Statement {
+    let mut binds = Binds::new(e);
     let from = counted_in_scope(&mut binds, scope);
     let columns = METRIC_COLUMNS
         .iter()
@@ -401,8 +400,8 @@ fn metric_aggregates(d: Dialect, scope: &ReportScope) -> Statement {
 }
 
 /// The middle one or two reported values of `column` (the median without fetching all).
-fn metric_middle(d: Dialect, scope: &ReportScope, column: &str, reported: i64) -> Statement {
-    let mut binds = Binds::new(d);
+fn metric_middle(e: Engine, scope: &ReportScope, column: &str, reported: i64) -> Statement {
+    let mut binds = Binds::new(e);
     let from = counted_in_scope(&mut binds, scope);
     let offset = (reported - 1) / 2;
     let take = if reported % 2 == 0 { 2 } else { 1 };
@@ -412,8 +411,8 @@ fn metric_middle(d: Dialect, scope: &ReportScope, column: &str, reported: i64) -
 }
 
 /// Counted rows in scope grouped by `column` (NULL is a group of its own).
-fn count_by(d: Dialect, scope: &ReportScope, column: &str) -> Statement {
-    let mut binds = Binds::new(d);
+fn count_by(e: Engine, scope: &ReportScope, column: &str) -> Statement {
+    let mut binds = Binds::new(e);
     let from = counted_in_scope(&mut binds, scope);
     binds.finish(format!(
         "SELECT c.{column}, COUNT(*) FROM {from} GROUP BY c.{column}"
@@ -422,8 +421,8 @@ fn count_by(d: Dialect, scope: &ReportScope, column: &str) -> Statement {
 
 /// `(session, tool_call_id, parent_tool_call_id, in scope?)` of every counted row of
 /// every session with a row in scope: parents may lie outside the scope.
-fn nesting_links(d: Dialect, scope: &ReportScope) -> Statement {
-    let mut binds = Binds::new(d);
+fn nesting_links(e: Engine, scope: &ReportScope) -> Statement {
+    let mut binds = Binds::new(e);
     let row_in_scope = scope.subagent_predicate(&mut binds, "c");
     let session_in_scope = scope.subagent_predicate(&mut binds, "s");
     binds.finish(format!(
@@ -463,31 +462,28 @@ pub(crate) async fn fanout_report(
     scope: &ReportScope,
     activation: Activation,
 ) -> Result<FanoutReport, StoreError> {
-    let d = match store.engine() {
-        Engine::Sqlite => Dialect::Sqlite,
-        Engine::Postgres => Dialect::Postgres,
-    };
+    let e = store.engine();
     let backfill_through = parse_backfill_through(&activation)?;
 
-    let statement = turn_distribution(d, scope, backfill_through);
+    let statement = turn_distribution(e, scope, backfill_through);
     let turn_rows: Vec<(i64, i64, i64)> = store
         .fetch_all_as("fan-out report: turns", &statement.sql, &statement.binds)
         .await?;
 
-    let statement = subagent_summary(d, scope);
+    let statement = subagent_summary(e, scope);
     let summary: SummaryRow = fetch_one(store, "fan-out report: subagents", &statement).await?;
 
-    let statement = metric_aggregates(d, scope);
+    let statement = metric_aggregates(e, scope);
     let a: MetricAggregatesRow = fetch_one(store, "fan-out report: metrics", &statement).await?;
     let rows_in_scope = a.0;
     let metric = |column: &'static str, aggregates: Aggregates| {
-        metric_stats(store, d, scope, column, rows_in_scope, aggregates)
+        metric_stats(store, e, scope, column, rows_in_scope, aggregates)
     };
     let total_tokens = metric(METRIC_COLUMNS[0], (a.1, a.2, a.3, a.4)).await?;
     let duration_ms = metric(METRIC_COLUMNS[1], (a.5, a.6, a.7, a.8)).await?;
     let tool_use_count = metric(METRIC_COLUMNS[2], (a.9, a.10, a.11, a.12)).await?;
 
-    let statement = nesting_links(d, scope);
+    let statement = nesting_links(e, scope);
     let links: Vec<(String, String, Option<String>, i64)> = store
         .fetch_all_as("fan-out report: nesting", &statement.sql, &statement.binds)
         .await?;
@@ -510,8 +506,8 @@ pub(crate) async fn fanout_report(
             unknown_execution: summary.8,
             live_unknown_execution: summary.9,
         },
-        by_type: breakdown(store, d, scope, "subagent_type").await?,
-        by_model: breakdown(store, d, scope, "model").await?,
+        by_type: breakdown(store, e, scope, "subagent_type").await?,
+        by_model: breakdown(store, e, scope, "model").await?,
         total_tokens,
         duration_ms,
         tool_use_count,
@@ -521,11 +517,11 @@ pub(crate) async fn fanout_report(
 
 async fn breakdown(
     store: &SqlStore,
-    d: Dialect,
+    e: Engine,
     scope: &ReportScope,
     column: &str,
 ) -> Result<Vec<CountBy>, StoreError> {
-    let statement = count_by(d, scope, column);
+    let statement = count_by(e, scope, column);
     let rows: Vec<(Option<String>, i64)> = store
         .fetch_all_as(
             "fan-out report: breakdown",
@@ -540,14 +536,14 @@ async fn breakdown(
 /// a metric no row reported.
 async fn metric_stats(
     store: &SqlStore,
-    d: Dialect,
+    e: Engine,
     scope: &ReportScope,
     column: &str,
     rows_in_scope: i64,
     (reported, min, max, sum): Aggregates,
 ) -> Result<MetricStats, StoreError> {
     let p50 = if reported > 0 {
-        let statement = metric_middle(d, scope, column, reported);
+        let statement = metric_middle(e, scope, column, reported);
         let middle: Vec<(i64,)> = store
             .fetch_all_as("fan-out report: median", &statement.sql, &statement.binds)
             .await?;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::error::{StoreError, redact_url};
 use crate::model::*;
 use crate::report::{self, FanoutReport, ReportScope};
-use crate::sql::{self, Dialect};
+use crate::sql;
 use crate::time::Timestamp;
 
 /// Namespace for deterministic subagent row ids (UUID v5).
@@ -79,14 +79,14 @@ struct Statements {
 }
 
 impl Statements {
-    fn new(d: Dialect) -> Self {
+    fn new(e: Engine) -> Self {
         Statements {
-            upsert_session: sql::upsert_session(d),
-            upsert_turn: sql::upsert_turn(d),
-            upsert_message: sql::upsert_message(d),
-            upsert_subagent: sql::upsert_subagent(d),
-            message_then_subagent: (d == Dialect::Sqlite)
-                .then(|| sql::upsert_message_then_subagent(d)),
+            upsert_session: sql::upsert_session(e),
+            upsert_turn: sql::upsert_turn(e),
+            upsert_message: sql::upsert_message(e),
+            upsert_subagent: sql::upsert_subagent(e),
+            message_then_subagent: (e == Engine::Sqlite)
+                .then(|| sql::upsert_message_then_subagent(e)),
         }
     }
 }
@@ -204,6 +204,15 @@ enum Pools {
         reader: SqlitePool,
     },
     Postgres(PgPool),
+}
+
+impl Pools {
+    fn engine(&self) -> Engine {
+        match self {
+            Pools::Sqlite { .. } => Engine::Sqlite,
+            Pools::Postgres(_) => Engine::Postgres,
+        }
+    }
 }
 
 /// How to open a store.
@@ -335,12 +344,8 @@ impl SqlStore {
                 reason: "expected sqlite://PATH or postgres://USER@HOST:PORT/DB".to_owned(),
             });
         };
-        let dialect = match pools {
-            Pools::Sqlite { .. } => Dialect::Sqlite,
-            Pools::Postgres(_) => Dialect::Postgres,
-        };
         let mut store = SqlStore {
-            statements: Statements::new(dialect),
+            statements: Statements::new(pools.engine()),
             pools,
             target,
             report: MigrationReport {
@@ -368,13 +373,6 @@ impl SqlStore {
     /// What [`SqlStore::open`] did.
     pub fn migration_report(&self) -> &MigrationReport {
         &self.report
-    }
-
-    fn dialect(&self) -> Dialect {
-        match self.pools {
-            Pools::Sqlite { .. } => Dialect::Sqlite,
-            Pools::Postgres(_) => Dialect::Postgres,
-        }
     }
 
     /// Closes every connection. A writing SQLite store first folds its WAL into the
@@ -426,7 +424,7 @@ impl SqlStore {
 
     /// The backfill `INSERT … SELECT` this store runs (for benchmarks and operators).
     pub fn backfill_statement(&self) -> String {
-        sql::backfill_insert(self.dialect())
+        sql::backfill_insert(self.engine())
     }
 
     /// Runs one scalar integer query on the reader (for tests, benches and operators).
@@ -437,11 +435,11 @@ impl SqlStore {
     /// Refuses a database written by a newer fanout; returns the schema version the
     /// database records (`None`: no fanout schema yet).
     async fn check_schema_version(&self) -> Result<Option<i64>, StoreError> {
-        let exists_sql = match self.dialect() {
-            Dialect::Sqlite => {
+        let exists_sql = match self.engine() {
+            Engine::Sqlite => {
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'fanout_meta'"
             }
-            Dialect::Postgres => {
+            Engine::Postgres => {
                 "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'fanout_meta'"
             }
         };
@@ -476,7 +474,7 @@ impl SqlStore {
             target: self.target.clone(),
             cause,
         };
-        for statement in sql::schema(self.dialect()) {
+        for statement in sql::schema(self.engine()) {
             with_writer!(self, pool => sqlx::query(&statement).execute(pool).await.map(|_| ()).map_err(schema_err))?;
         }
         let version = sql::SCHEMA_VERSION.to_string();
@@ -498,9 +496,9 @@ impl SqlStore {
         if activation.is_active() {
             return Ok(StepStatus::AlreadyApplied);
         }
-        let d = self.dialect();
-        let high_water_sql = sql::backfill_high_water(d);
-        let insert_sql = sql::backfill_insert(d);
+        let e = self.engine();
+        let high_water_sql = sql::backfill_high_water(e);
+        let insert_sql = sql::backfill_insert(e);
         with_writer!(self, pool => {
             let mut tx = pool.begin().await?;
             // Before the INSERT, so it can only under-claim.
@@ -580,10 +578,7 @@ const BACKFILL_STEP: &str = "task_session_subagents.backfill";
 #[async_trait]
 impl Store for SqlStore {
     fn engine(&self) -> Engine {
-        match self.pools {
-            Pools::Sqlite { .. } => Engine::Sqlite,
-            Pools::Postgres(_) => Engine::Postgres,
-        }
+        self.pools.engine()
     }
 
     fn target(&self) -> &str {
@@ -704,7 +699,7 @@ impl Store for SqlStore {
     }
 
     async fn subagents_by_session(&self, session_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        let statement = sql::select_subagents(self.dialect(), "task_session_id");
+        let statement = sql::select_subagents(self.engine(), "task_session_id");
         with_reader!(self, pool => {
             let rows = sqlx::query(&statement).bind(session_id).fetch_all(pool).await
                 .map_err(StoreError::query("subagent read by session"))?;
@@ -713,7 +708,7 @@ impl Store for SqlStore {
     }
 
     async fn subagents_by_turn(&self, turn_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        let statement = sql::select_subagents(self.dialect(), "turn_id");
+        let statement = sql::select_subagents(self.engine(), "turn_id");
         with_reader!(self, pool => {
             let rows = sqlx::query(&statement).bind(turn_id).fetch_all(pool).await
                 .map_err(StoreError::query("subagent read by turn"))?;
@@ -755,15 +750,15 @@ impl Store for SqlStore {
             what: format!("fanout_meta.{}", sql::KEY_CAPTURE_SINCE),
             cause,
         })?;
-        let d = self.dialect();
+        let e = self.engine();
         let since_bind = since.canonical();
         let shortfall = self
-            .count(&sql::health_shortfall(d), Some(&since_bind))
+            .count(&sql::health_shortfall(e), Some(&since_bind))
             .await?;
         let excess = self
-            .count(&sql::health_excess(d), Some(&since_bind))
+            .count(&sql::health_excess(e), Some(&since_bind))
             .await?;
-        let last_sql = sql::health_last_observed(d);
+        let last_sql = sql::health_last_observed(e);
         let last: Option<String> = with_reader!(self, pool => sqlx::query_scalar(&last_sql)
             .bind(&since_bind)
             .fetch_one(pool)
