@@ -7,25 +7,41 @@
 //! hand it records that are already shaped like rows. The value rules it can enforce
 //! on its own ('' -> NULL, unreported or negative metrics -> NULL, `'unknown'`
 //! execution) it enforces again, so no caller can store a fake 0.
+//!
+//! Layout: `sql` generates every statement for both engines from one generator;
+//! `exec` holds the pools and is the only code that matches on the engine's pools
+//! (every read goes through its `Reader`); `open`, `write`, `migrate`, `read`, `health`
+//! and `report` each own one concern on top of it; [`SqlStore`] is the handle that
+//! ties them together, and [`Store`] is the interface other crates code against.
 
+mod api;
 mod error;
+mod exec;
+mod health;
+mod migrate;
 mod model;
+mod open;
+mod read;
 mod report;
 mod sql;
 mod store;
 mod time;
+mod write;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use api::{Store, WriteOp};
 pub use error::{StoreError, redact_url};
 pub use model::*;
+pub use open::OpenOptions;
 pub use report::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
     ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
 };
-pub use store::{OpenOptions, SqlStore, Store, WriteOp, subagent_row_id};
+pub use store::SqlStore;
 pub use time::{Timestamp, TimestampError};
+pub use write::subagent_row_id;
 
 /// The URL used when none is given: the embedded SQLite default.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://fanout.db";

@@ -147,6 +147,19 @@ pub(crate) fn terminal_status_list() -> String {
         .join(", ")
 }
 
+/// `COUNT(*)` of tables named `fanout_meta` in the current schema: 1 once fanout has
+/// created its schema here, else 0.
+pub(crate) fn fanout_meta_exists(e: Engine) -> &'static str {
+    match e {
+        Engine::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'fanout_meta'"
+        }
+        Engine::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'fanout_meta'"
+        }
+    }
+}
+
 /// Idempotent DDL (AC-17): every statement can run on every open.
 pub(crate) fn schema(e: Engine) -> Vec<String> {
     let ts = e.ts_type();
