@@ -36,12 +36,11 @@ pub(crate) use with_writer;
 macro_rules! with_reader {
     ($pools:expr, $pool:ident => $body:expr) => {
         match $pools {
-            $crate::exec::Pools::Sqlite { reader: $pool, .. } => $body,
-            $crate::exec::Pools::Postgres($pool) => $body,
+            Pools::Sqlite { reader: $pool, .. } => $body,
+            Pools::Postgres($pool) => $body,
         }
     };
 }
-pub(crate) use with_reader;
 
 /// A row type every engine can decode: what [`Reader::fetch_all`] returns.
 pub(crate) trait FromEngineRow:
@@ -124,11 +123,7 @@ pub(crate) struct Reader<'a> {
     pools: &'a Pools,
 }
 
-impl<'a> Reader<'a> {
-    pub(crate) fn pools(self) -> &'a Pools {
-        self.pools
-    }
-
+impl Reader<'_> {
     /// The engine, for the SQL generator.
     pub(crate) fn engine(self) -> Engine {
         self.pools.engine()

@@ -36,7 +36,10 @@ use crate::exec::{FromEngineRow, Reader};
 use crate::model::Activation;
 use crate::time::Timestamp;
 
-use sql::{Aggregates, METRIC_COLUMNS, MetricAggregatesRow, Statement, SummaryRow};
+use sql::{
+    Aggregates, Metric, MetricAggregatesRow, MiddleValue, NestingLink, Statement, SummaryRow,
+    TurnCount,
+};
 
 /// Builds the report with one read per section (all on the reader).
 pub(crate) async fn fanout_report(
@@ -48,44 +51,36 @@ pub(crate) async fn fanout_report(
     let backfill_through = parse_backfill_through(&activation)?;
 
     let statement = sql::turn_distribution(e, scope, backfill_through);
-    let turn_rows: Vec<(i64, i64, i64)> =
-        fetch_all(reader, "fan-out report: turns", &statement).await?;
+    let turn_rows: Vec<TurnCount> = fetch_all(reader, "fan-out report: turns", &statement).await?;
 
     let statement = sql::subagent_summary(e, scope);
     let summary: SummaryRow = fetch_one(reader, "fan-out report: subagents", &statement).await?;
 
     let statement = sql::metric_aggregates(e, scope);
-    let a: MetricAggregatesRow = fetch_one(reader, "fan-out report: metrics", &statement).await?;
-    let rows_in_scope = a.0;
-    let metric = |column: &'static str, aggregates: Aggregates| {
-        metric_stats(reader, scope, column, rows_in_scope, aggregates)
+    let aggregates: MetricAggregatesRow =
+        fetch_one(reader, "fan-out report: metrics", &statement).await?;
+    let metric = |metric: Metric| {
+        metric_stats(
+            reader,
+            scope,
+            metric.column(),
+            aggregates.rows_in_scope,
+            aggregates.of(metric),
+        )
     };
-    let total_tokens = metric(METRIC_COLUMNS[0], (a.1, a.2, a.3, a.4)).await?;
-    let duration_ms = metric(METRIC_COLUMNS[1], (a.5, a.6, a.7, a.8)).await?;
-    let tool_use_count = metric(METRIC_COLUMNS[2], (a.9, a.10, a.11, a.12)).await?;
+    let total_tokens = metric(Metric::TotalTokens).await?;
+    let duration_ms = metric(Metric::DurationMs).await?;
+    let tool_use_count = metric(Metric::ToolUseCount).await?;
 
     let statement = sql::nesting_links(e, scope);
-    let links: Vec<(String, String, Option<String>, i64)> =
-        fetch_all(reader, "fan-out report: nesting", &statement).await?;
+    let links: Vec<NestingLink> = fetch_all(reader, "fan-out report: nesting", &statement).await?;
 
     Ok(FanoutReport {
         scope: scope.clone(),
         activation,
         turns: turn_fanout(&turn_rows, backfill_through),
-        subagents: SubagentSummary {
-            total: summary.0,
-            without_turn: summary.1,
-            turn_not_found: summary.2,
-            async_launches: summary.3,
-            unsettled: summary.4,
-        },
-        provenance: Provenance {
-            live: summary.5,
-            backfill: summary.6,
-            backfill_duplicates_of_live: summary.7,
-            unknown_execution: summary.8,
-            live_unknown_execution: summary.9,
-        },
+        subagents: summary.subagents,
+        provenance: summary.provenance,
         by_type: breakdown(reader, scope, "subagent_type").await?,
         by_model: breakdown(reader, scope, "model").await?,
         total_tokens,
@@ -101,9 +96,8 @@ async fn breakdown(
     column: &str,
 ) -> Result<Vec<CountBy>, StoreError> {
     let statement = sql::count_by(reader.engine(), scope, column);
-    let rows: Vec<(Option<String>, i64)> =
-        fetch_all(reader, "fan-out report: breakdown", &statement).await?;
-    Ok(sorted_groups(rows))
+    let groups: Vec<CountBy> = fetch_all(reader, "fan-out report: breakdown", &statement).await?;
+    Ok(sorted_groups(groups))
 }
 
 /// Completes one metric's aggregates with its median and mean; nothing is computed from
@@ -113,12 +107,18 @@ async fn metric_stats(
     scope: &ReportScope,
     column: &str,
     rows_in_scope: i64,
-    (reported, min, max, sum): Aggregates,
+    Aggregates {
+        reported,
+        min,
+        max,
+        sum,
+    }: Aggregates,
 ) -> Result<MetricStats, StoreError> {
     let p50 = if reported > 0 {
         let statement = sql::metric_middle(reader.engine(), scope, column, reported);
-        let middle: Vec<(i64,)> = fetch_all(reader, "fan-out report: median", &statement).await?;
-        median_of_middle(&middle.iter().map(|m| m.0).collect::<Vec<_>>())
+        let middle: Vec<MiddleValue> =
+            fetch_all(reader, "fan-out report: median", &statement).await?;
+        median_of_middle(&middle.iter().map(|m| m.value).collect::<Vec<_>>())
     } else {
         None
     };
@@ -169,9 +169,9 @@ fn parse_backfill_through(activation: &Activation) -> Result<Option<Timestamp>, 
     }
 }
 
-/// Folds `(unknown?, fan-out, turns)` rows into the known distribution (gaps filled with
-/// empty buckets) and the unknown bucket.
-fn turn_fanout(rows: &[(i64, i64, i64)], backfill_through: Option<Timestamp>) -> TurnFanout {
+/// Folds the turn counts into the known distribution (gaps filled with empty buckets)
+/// and the unknown bucket.
+fn turn_fanout(rows: &[TurnCount], backfill_through: Option<Timestamp>) -> TurnFanout {
     let mut unknown = UnknownFanout {
         before: backfill_through,
         turns: 0,
@@ -180,8 +180,13 @@ fn turn_fanout(rows: &[(i64, i64, i64)], backfill_through: Option<Timestamp>) ->
         rule: UNKNOWN_FANOUT_RULE,
     };
     let mut known: Vec<(i64, i64)> = Vec::new();
-    for &(is_unknown, subagents, turns) in rows {
-        if is_unknown != 0 {
+    for &TurnCount {
+        unknown_fanout,
+        subagents,
+        turns,
+    } in rows
+    {
+        if unknown_fanout != 0 {
             unknown.turns += turns;
             if subagents > 0 {
                 unknown.turns_with_backfill_rows += turns;
@@ -217,11 +222,7 @@ fn turn_fanout(rows: &[(i64, i64, i64)], backfill_through: Option<Timestamp>) ->
 
 /// Most frequent first; ties by value, the unreported group last among equals, so the
 /// order is the same on both engines (they sort NULL differently).
-fn sorted_groups(rows: Vec<(Option<String>, i64)>) -> Vec<CountBy> {
-    let mut groups: Vec<CountBy> = rows
-        .into_iter()
-        .map(|(value, subagents)| CountBy { value, subagents })
-        .collect();
+fn sorted_groups(mut groups: Vec<CountBy>) -> Vec<CountBy> {
     groups.sort_by(|a, b| {
         b.subagents
             .cmp(&a.subagents)
@@ -250,15 +251,15 @@ enum Depth {
 /// Walks each in-scope row's parents within its session. A parent is a subagent row
 /// with that `tool_call_id` in the same session; the walk stops at a row whose parent is
 /// not one, and gives up (cyclic) on revisiting a row.
-fn nesting(links: &[(String, String, Option<String>, i64)]) -> Nesting {
+fn nesting(links: &[NestingLink]) -> Nesting {
     // (session, tool_call_id) -> parent; of several executions, the first named parent.
     let mut parents: HashMap<(&str, &str), Option<&str>> = HashMap::new();
-    for (session, tool_call_id, parent, _) in links {
+    for link in links {
         let slot = parents
-            .entry((session.as_str(), tool_call_id.as_str()))
+            .entry((link.task_session_id.as_str(), link.tool_call_id.as_str()))
             .or_insert(None);
         if slot.is_none() {
-            *slot = parent.as_deref();
+            *slot = link.parent_tool_call_id.as_deref();
         }
     }
     let depth_of = |session: &str, tool_call_id: &str| -> Depth {
@@ -282,11 +283,11 @@ fn nesting(links: &[(String, String, Option<String>, i64)]) -> Nesting {
     let mut counts: Vec<i64> = Vec::new();
     let mut parent_not_a_subagent = 0;
     let mut cyclic = 0;
-    for (session, tool_call_id, parent, in_scope) in links {
-        if *in_scope == 0 {
+    for link in links {
+        if link.in_scope == 0 {
             continue;
         }
-        match depth_of(session, tool_call_id) {
+        match depth_of(&link.task_session_id, &link.tool_call_id) {
             Depth::Cyclic => cyclic += 1,
             Depth::Level(depth) => {
                 let index = depth as usize;
@@ -294,7 +295,7 @@ fn nesting(links: &[(String, String, Option<String>, i64)]) -> Nesting {
                     counts.resize(index + 1, 0);
                 }
                 counts[index] += 1;
-                if depth == 0 && parent.is_some() {
+                if depth == 0 && link.parent_tool_call_id.is_some() {
                     parent_not_a_subagent += 1;
                 }
             }
@@ -315,12 +316,13 @@ fn nesting(links: &[(String, String, Option<String>, i64)]) -> Nesting {
 mod tests {
     use super::*;
 
-    fn link(
-        session: &str,
-        id: &str,
-        parent: Option<&str>,
-    ) -> (String, String, Option<String>, i64) {
-        (session.into(), id.into(), parent.map(Into::into), 1)
+    fn link(session: &str, id: &str, parent: Option<&str>) -> NestingLink {
+        NestingLink {
+            task_session_id: session.into(),
+            tool_call_id: id.into(),
+            parent_tool_call_id: parent.map(Into::into),
+            in_scope: 1,
+        }
     }
 
     fn depths(nesting: &Nesting) -> Vec<(u32, i64)> {
@@ -355,14 +357,20 @@ mod tests {
     #[test]
     fn out_of_scope_rows_are_parents_but_not_counted() {
         let mut links = vec![link("s1", "a", None), link("s1", "b", Some("a"))];
-        links[0].3 = 0;
+        links[0].in_scope = 0;
         let n = nesting(&links);
         assert_eq!(depths(&n), vec![(0, 0), (1, 1)]);
     }
 
     #[test]
     fn distribution_fills_gaps_and_keeps_unknown_apart() {
-        let rows = [(0, 0, 2), (0, 3, 1), (1, 0, 4), (1, 2, 1)];
+        let rows = [(0, 0, 2), (0, 3, 1), (1, 0, 4), (1, 2, 1)].map(
+            |(unknown_fanout, subagents, turns)| TurnCount {
+                unknown_fanout,
+                subagents,
+                turns,
+            },
+        );
         let f = turn_fanout(&rows, None);
         assert_eq!(
             f.distribution
@@ -402,11 +410,15 @@ mod tests {
 
     #[test]
     fn groups_sort_by_count_then_value_with_unreported_last() {
+        let group = |value: Option<&str>, subagents| CountBy {
+            value: value.map(Into::into),
+            subagents,
+        };
         let groups = sorted_groups(vec![
-            (None, 2),
-            (Some("b".into()), 2),
-            (Some("a".into()), 2),
-            (Some("z".into()), 5),
+            group(None, 2),
+            group(Some("b"), 2),
+            group(Some("a"), 2),
+            group(Some("z"), 5),
         ]);
         let labels: Vec<&str> = groups.iter().map(CountBy::label).collect();
         assert_eq!(labels, vec!["z", "a", "b", UNREPORTED_LABEL]);

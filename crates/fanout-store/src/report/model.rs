@@ -113,7 +113,7 @@ pub struct UnknownFanout {
 }
 
 /// Counted subagent rows in scope and how they attach to turns.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct SubagentSummary {
     /// Counted rows (backfilled twins of live rows excluded).
     pub total: i64,
@@ -128,7 +128,7 @@ pub struct SubagentSummary {
 }
 
 /// Where the rows came from (AC-25).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Provenance {
     /// Counted rows written by the capture path (proxy or import).
     pub live: i64,
@@ -146,7 +146,7 @@ pub struct Provenance {
 }
 
 /// One group of a by-type or by-model breakdown.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct CountBy {
     /// The stored value; `null` when the agent never reported one.
     pub value: Option<String>,

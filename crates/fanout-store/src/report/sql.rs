@@ -4,7 +4,7 @@
 use crate::model::Engine;
 use crate::time::Timestamp;
 
-use super::model::ReportScope;
+use super::model::{Provenance, ReportScope, SubagentSummary};
 
 /// One statement and its text binds, placeholders numbered as the binds were added.
 pub(super) struct Statement {
@@ -123,7 +123,7 @@ pub(super) fn turn_distribution(
     let turn_scope = scope.turn_predicate(&mut binds, "t");
     let before = binds.timestamp(backfill_through);
     let sql = format!(
-        "SELECT k.unknown_fanout, k.subagents, COUNT(*) AS turns FROM (
+        "SELECT k.unknown_fanout AS unknown_fanout, k.subagents AS subagents, COUNT(*) AS turns FROM (
            SELECT CAST(CASE WHEN pt.live_rows = 0 AND pt.started_at < {before} THEN 1 ELSE 0 END AS BIGINT) AS unknown_fanout,
                   pt.subagents
            FROM (
@@ -147,22 +147,28 @@ pub(super) fn turn_distribution(
 pub(super) fn subagent_summary(e: Engine, scope: &ReportScope) -> Statement {
     let mut binds = Binds::new(e);
     let in_scope = scope.subagent_predicate(&mut binds, "c");
-    let counted = |condition: &str| {
-        format!("COUNT(CASE WHEN c.duplicate_of_live = 0 AND ({condition}) THEN 1 END)")
+    let counted = |condition: &str, alias: &str| {
+        format!("COUNT(CASE WHEN c.duplicate_of_live = 0 AND ({condition}) THEN 1 END) AS {alias}")
     };
+    // Aliased as the fields of SubagentSummary and Provenance, which decode them.
     let columns = [
-        counted("1 = 1"),
-        counted("c.turn_id IS NULL"),
+        counted("1 = 1", "total"),
+        counted("c.turn_id IS NULL", "without_turn"),
         counted(
             "c.turn_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM task_session_turns t WHERE t.id = c.turn_id)",
+            "turn_not_found",
         ),
-        counted("c.is_async <> 0"),
-        counted("c.settled_at IS NULL"),
-        counted("c.source = 'live'"),
-        counted("c.source <> 'live'"),
-        "COUNT(CASE WHEN c.duplicate_of_live = 1 THEN 1 END)".to_owned(),
-        counted("c.agent_execution_id = 'unknown'"),
-        counted("c.agent_execution_id = 'unknown' AND c.source = 'live'"),
+        counted("c.is_async <> 0", "async_launches"),
+        counted("c.settled_at IS NULL", "unsettled"),
+        counted("c.source = 'live'", "live"),
+        counted("c.source <> 'live'", "backfill"),
+        "COUNT(CASE WHEN c.duplicate_of_live = 1 THEN 1 END) AS backfill_duplicates_of_live"
+            .to_owned(),
+        counted("c.agent_execution_id = 'unknown'", "unknown_execution"),
+        counted(
+            "c.agent_execution_id = 'unknown' AND c.source = 'live'",
+            "live_unknown_execution",
+        ),
     ];
     let sql = format!(
         "SELECT {} FROM {} AS c WHERE {in_scope}",
@@ -173,22 +179,50 @@ pub(super) fn subagent_summary(e: Engine, scope: &ReportScope) -> Statement {
 }
 
 /// The nullable metrics the report summarises, as stored.
-pub(super) const METRIC_COLUMNS: [&str; 3] = ["total_tokens", "duration_ms", "tool_use_count"];
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Metric {
+    TotalTokens,
+    DurationMs,
+    ToolUseCount,
+}
+
+impl Metric {
+    const ALL: [Metric; 3] = [
+        Metric::TotalTokens,
+        Metric::DurationMs,
+        Metric::ToolUseCount,
+    ];
+
+    /// The column, which also prefixes its aggregates' aliases in [`MetricAggregatesRow`].
+    pub(super) fn column(self) -> &'static str {
+        match self {
+            Metric::TotalTokens => "total_tokens",
+            Metric::DurationMs => "duration_ms",
+            Metric::ToolUseCount => "tool_use_count",
+        }
+    }
+}
 
 /// Per metric: reported count, MIN, MAX and SUM over reported values only (SQL
 /// aggregates skip NULL, which is exactly AC-7's reading).
 pub(super) fn metric_aggregates(e: Engine, scope: &ReportScope) -> Statement {
     let mut binds = Binds::new(e);
     let from = counted_in_scope(&mut binds, scope);
-    let columns = METRIC_COLUMNS
+    let columns = Metric::ALL
         .iter()
-        .map(|col| {
+        .map(|m| {
+            let col = m.column();
             // PostgreSQL's SUM(bigint) is numeric; the cast keeps one integer type.
-            format!("COUNT(c.{col}), MIN(c.{col}), MAX(c.{col}), CAST(SUM(c.{col}) AS BIGINT)")
+            format!(
+                "COUNT(c.{col}) AS {col}_reported, MIN(c.{col}) AS {col}_min, \
+                 MAX(c.{col}) AS {col}_max, CAST(SUM(c.{col}) AS BIGINT) AS {col}_sum"
+            )
         })
         .collect::<Vec<_>>()
         .join(", ");
-    binds.finish(format!("SELECT COUNT(*), {columns} FROM {from}"))
+    binds.finish(format!(
+        "SELECT COUNT(*) AS rows_in_scope, {columns} FROM {from}"
+    ))
 }
 
 /// The middle one or two reported values of `column` (the median without fetching all).
@@ -203,7 +237,7 @@ pub(super) fn metric_middle(
     let offset = (reported - 1) / 2;
     let take = if reported % 2 == 0 { 2 } else { 1 };
     binds.finish(format!(
-        "SELECT c.{column} FROM {from} AND c.{column} IS NOT NULL ORDER BY c.{column} LIMIT {take} OFFSET {offset}"
+        "SELECT c.{column} AS value FROM {from} AND c.{column} IS NOT NULL ORDER BY c.{column} LIMIT {take} OFFSET {offset}"
     ))
 }
 
@@ -212,19 +246,20 @@ pub(super) fn count_by(e: Engine, scope: &ReportScope, column: &str) -> Statemen
     let mut binds = Binds::new(e);
     let from = counted_in_scope(&mut binds, scope);
     binds.finish(format!(
-        "SELECT c.{column}, COUNT(*) FROM {from} GROUP BY c.{column}"
+        "SELECT c.{column} AS value, COUNT(*) AS subagents FROM {from} GROUP BY c.{column}"
     ))
 }
 
-/// `(session, tool_call_id, parent_tool_call_id, in scope?)` of every counted row of
-/// every session with a row in scope: parents may lie outside the scope.
+/// A [`NestingLink`] for every counted row of every session with a row in scope:
+/// parents may lie outside the scope.
 pub(super) fn nesting_links(e: Engine, scope: &ReportScope) -> Statement {
     let mut binds = Binds::new(e);
     let row_in_scope = scope.subagent_predicate(&mut binds, "c");
     let session_in_scope = scope.subagent_predicate(&mut binds, "s");
     binds.finish(format!(
-        "SELECT c.task_session_id, c.tool_call_id, c.parent_tool_call_id,
-                CAST(CASE WHEN {row_in_scope} THEN 1 ELSE 0 END AS BIGINT)
+        "SELECT c.task_session_id AS task_session_id, c.tool_call_id AS tool_call_id,
+                c.parent_tool_call_id AS parent_tool_call_id,
+                CAST(CASE WHEN {row_in_scope} THEN 1 ELSE 0 END AS BIGINT) AS in_scope
          FROM {} AS c
          WHERE c.duplicate_of_live = 0
            AND c.task_session_id IN (SELECT s.task_session_id FROM task_session_subagents s WHERE {session_in_scope})",
@@ -232,23 +267,95 @@ pub(super) fn nesting_links(e: Engine, scope: &ReportScope) -> Statement {
     ))
 }
 
-pub(super) type SummaryRow = (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64);
-/// Rows in scope, then per metric of [`METRIC_COLUMNS`]: reported, MIN, MAX, SUM.
-pub(super) type MetricAggregatesRow = (
-    i64,
-    i64,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-    Option<i64>,
-);
+/// One row of [`turn_distribution`]: `turns` turns had fan-out `subagents`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub(super) struct TurnCount {
+    /// 1 when these turns' fan-out is unknown (AC-25).
+    pub(super) unknown_fanout: i64,
+    pub(super) subagents: i64,
+    pub(super) turns: i64,
+}
 
-/// One metric's reported count, MIN, MAX and SUM, as [`metric_aggregates`] returns them.
-pub(super) type Aggregates = (i64, Option<i64>, Option<i64>, Option<i64>);
+/// The one row of [`subagent_summary`].
+#[derive(sqlx::FromRow)]
+pub(super) struct SummaryRow {
+    #[sqlx(flatten)]
+    pub(super) subagents: SubagentSummary,
+    #[sqlx(flatten)]
+    pub(super) provenance: Provenance,
+}
+
+/// The one row of [`metric_aggregates`]: rows in scope, then per [`Metric`] its
+/// reported count, MIN, MAX and SUM.
+#[derive(sqlx::FromRow)]
+pub(super) struct MetricAggregatesRow {
+    pub(super) rows_in_scope: i64,
+    total_tokens_reported: i64,
+    total_tokens_min: Option<i64>,
+    total_tokens_max: Option<i64>,
+    total_tokens_sum: Option<i64>,
+    duration_ms_reported: i64,
+    duration_ms_min: Option<i64>,
+    duration_ms_max: Option<i64>,
+    duration_ms_sum: Option<i64>,
+    tool_use_count_reported: i64,
+    tool_use_count_min: Option<i64>,
+    tool_use_count_max: Option<i64>,
+    tool_use_count_sum: Option<i64>,
+}
+
+/// One metric's aggregates over the rows that reported it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Aggregates {
+    pub(super) reported: i64,
+    pub(super) min: Option<i64>,
+    pub(super) max: Option<i64>,
+    pub(super) sum: Option<i64>,
+}
+
+impl MetricAggregatesRow {
+    pub(super) fn of(&self, metric: Metric) -> Aggregates {
+        let (reported, min, max, sum) = match metric {
+            Metric::TotalTokens => (
+                self.total_tokens_reported,
+                self.total_tokens_min,
+                self.total_tokens_max,
+                self.total_tokens_sum,
+            ),
+            Metric::DurationMs => (
+                self.duration_ms_reported,
+                self.duration_ms_min,
+                self.duration_ms_max,
+                self.duration_ms_sum,
+            ),
+            Metric::ToolUseCount => (
+                self.tool_use_count_reported,
+                self.tool_use_count_min,
+                self.tool_use_count_max,
+                self.tool_use_count_sum,
+            ),
+        };
+        Aggregates {
+            reported,
+            min,
+            max,
+            sum,
+        }
+    }
+}
+
+/// One of the middle values of [`metric_middle`].
+#[derive(sqlx::FromRow)]
+pub(super) struct MiddleValue {
+    pub(super) value: i64,
+}
+
+/// One row of [`nesting_links`]: a counted row, its parent, and whether it is in scope.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub(super) struct NestingLink {
+    pub(super) task_session_id: String,
+    pub(super) tool_call_id: String,
+    pub(super) parent_tool_call_id: Option<String>,
+    /// 1 when the row itself is in scope; 0 when it is only a parent of one that is.
+    pub(super) in_scope: i64,
+}
