@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_store::{Health, HealthVerdict, SqlStore, Store};
+use fanout_store::{Health, HealthVerdict, SqlStore};
 use serde::Serialize;
 
 use crate::output::{DbArgs, Format, backfill_through_label, capture_since_label};

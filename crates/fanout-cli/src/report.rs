@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use fanout_store::{ReportScope, Store, Timestamp, TurnFanout};
+use fanout_store::{ReportScope, Timestamp, TurnFanout};
 
 use crate::output::DbArgs;
 

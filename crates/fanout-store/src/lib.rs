@@ -12,7 +12,9 @@
 //! `exec` holds the pools and is the only code that matches on the engine's pools
 //! (every read goes through its `Reader`); `open`, `write`, `migrate`, `read`, `health`
 //! and `report` each own one concern on top of it; [`SqlStore`] is the handle that
-//! ties them together, and [`Store`] is the interface other crates code against.
+//! ties them together. [`Store`] is the write seam (the five upserts capture drives),
+//! the one interface a wrapper implements; reads, deletes, migrations, health, counts
+//! and the report are inherent methods of [`SqlStore`].
 
 mod api;
 mod error;

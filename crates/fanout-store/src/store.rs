@@ -59,6 +59,16 @@ impl SqlStore {
         Ok(store)
     }
 
+    /// Which engine this store runs on.
+    pub fn engine(&self) -> Engine {
+        self.pools.engine()
+    }
+
+    /// The URL with any password redacted, for messages.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
     /// What [`SqlStore::open`] did.
     pub fn migration_report(&self) -> &MigrationReport {
         &self.report
@@ -96,18 +106,74 @@ impl SqlStore {
             .count("health query", statement, &[])
             .await
     }
+
+    /// Deletes a session and (by cascade) its turns, messages and subagent rows.
+    pub async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        write::delete_session(&self.pools, session_id).await
+    }
+
+    /// Deletes a turn and its messages; subagent rows keep their turn_id (AC-16).
+    pub async fn delete_turn(&self, turn_id: &str) -> Result<u64, StoreError> {
+        write::delete_turn(&self.pools, turn_id).await
+    }
+
+    /// Rows of one session in AC-13 order.
+    pub async fn subagents_by_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<SubagentRow>, StoreError> {
+        read::subagents_where(
+            self.pools.reader(),
+            "subagent read by session",
+            "task_session_id",
+            session_id,
+        )
+        .await
+    }
+
+    /// Rows of one turn in AC-13 order.
+    pub async fn subagents_by_turn(&self, turn_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
+        read::subagents_where(
+            self.pools.reader(),
+            "subagent read by turn",
+            "turn_id",
+            turn_id,
+        )
+        .await
+    }
+
+    /// Runs the named migration steps (the backfill); failures are WARN, never errors
+    /// (AC-20).
+    pub async fn run_migrations(&self) -> Vec<StepOutcome> {
+        migrate::run_migrations(&self.pools).await
+    }
+
+    /// The two activation keys of AC-24, as stored.
+    pub async fn activation(&self) -> Result<Activation, StoreError> {
+        migrate::activation(self.pools.reader()).await
+    }
+
+    /// AC-28, AC-28a, AC-29, from the database alone.
+    pub async fn health(&self) -> Result<Health, StoreError> {
+        health::health(self.pools.reader()).await
+    }
+
+    /// Row counts per table.
+    pub async fn counts(&self) -> Result<TableCounts, StoreError> {
+        health::counts(self.pools.reader()).await
+    }
+
+    /// The fan-out report over `scope`, provenance and unknown fan-out disclosed (AC-25).
+    pub async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
+        let reader = self.pools.reader();
+        let activation = migrate::activation(reader).await?;
+        report::fanout_report(reader, scope, activation).await
+    }
 }
 
+/// The write seam; every method is one module call.
 #[async_trait]
 impl Store for SqlStore {
-    fn engine(&self) -> Engine {
-        self.pools.engine()
-    }
-
-    fn target(&self) -> &str {
-        &self.target
-    }
-
     async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
         write::upsert_session(&self.pools, &self.statements, s).await
     }
@@ -126,55 +192,5 @@ impl Store for SqlStore {
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
         write::write_batch(&self.pools, &self.statements, ops).await
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
-        write::delete_session(&self.pools, session_id).await
-    }
-
-    async fn delete_turn(&self, turn_id: &str) -> Result<u64, StoreError> {
-        write::delete_turn(&self.pools, turn_id).await
-    }
-
-    async fn subagents_by_session(&self, session_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        read::subagents_where(
-            self.pools.reader(),
-            "subagent read by session",
-            "task_session_id",
-            session_id,
-        )
-        .await
-    }
-
-    async fn subagents_by_turn(&self, turn_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        read::subagents_where(
-            self.pools.reader(),
-            "subagent read by turn",
-            "turn_id",
-            turn_id,
-        )
-        .await
-    }
-
-    async fn run_migrations(&self) -> Vec<StepOutcome> {
-        migrate::run_migrations(&self.pools).await
-    }
-
-    async fn activation(&self) -> Result<Activation, StoreError> {
-        migrate::activation(self.pools.reader()).await
-    }
-
-    async fn health(&self) -> Result<Health, StoreError> {
-        health::health(self.pools.reader()).await
-    }
-
-    async fn counts(&self) -> Result<TableCounts, StoreError> {
-        health::counts(self.pools.reader()).await
-    }
-
-    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
-        let reader = self.pools.reader();
-        let activation = migrate::activation(reader).await?;
-        report::fanout_report(reader, scope, activation).await
     }
 }
