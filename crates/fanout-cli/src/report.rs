@@ -5,6 +5,7 @@
 
 mod csv;
 mod html;
+mod json;
 mod table;
 
 use std::path::PathBuf;
@@ -116,7 +117,7 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     let text = match args.format {
         ReportFormat::Table => table::render(&report, &database, table::terminal_width()),
-        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        ReportFormat::Json => json::render(&report)?,
         ReportFormat::Csv => csv::render(&report),
     };
     print!("{text}");

@@ -3,8 +3,9 @@
 //! reads in AC-13 order and the health queries. It is driven by typed values.
 //!
 //! It must not know about agents, dialects, processes or presentation (of ACP it uses
-//! only the tool-status vocabulary, whose terminal set fanout-acp owns): callers
-//! hand it records that are already shaped like rows. The value rules it can enforce
+//! only the tool-status vocabulary, whose terminal set fanout-acp owns; the words people
+//! read about its figures, such as the unknown fan-out rule and the health explanation,
+//! are fanout-cli's): callers hand it records that are already shaped like rows. The value rules it can enforce
 //! on its own ('' -> NULL, unreported or negative metrics -> NULL, `'unknown'`
 //! execution) it enforces again, so no caller can store a fake 0.
 //!
@@ -39,7 +40,7 @@ pub use model::*;
 pub use open::OpenOptions;
 pub use report::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
-    ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
+    ReportScope, SubagentSummary, TurnFanout, UnknownFanout,
 };
 pub use store::SqlStore;
 pub use time::{Timestamp, TimestampError};

@@ -15,9 +15,11 @@
 //! * **Fan-out of a turn** = every counted subagent row whose `turn_id` is that turn,
 //!   nested launches included ([`Nesting`] tells them apart); a turn with no row has
 //!   fan-out 0 — unless its fan-out is unknown.
-//! * **Unknown fan-out (AC-25).** See [`UNKNOWN_FANOUT_RULE`]: a turn that started
-//!   before `subagent_context_backfill_through` and has no `live` row is left out of
-//!   the distribution, never counted as 0; its backfilled rows are only a lower bound.
+//! * **Unknown fan-out (AC-25).** A turn that started before
+//!   `subagent_context_backfill_through` and has no `live` row is left out of the
+//!   distribution, never counted as 0: before that instant only the backfill saw
+//!   launches, and it sees only messages that carried subagent metadata. Its
+//!   backfilled rows are only a lower bound ([`UnknownFanout`]).
 //! * **NULL is not 0 (AC-7).** Metric statistics are over reported values only, and
 //!   each states how many rows reported nothing.
 
@@ -28,7 +30,7 @@ mod sql;
 
 pub use model::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
-    ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
+    ReportScope, SubagentSummary, TurnFanout, UnknownFanout,
 };
 
 use crate::error::StoreError;
@@ -177,7 +179,6 @@ fn turn_fanout(rows: &[TurnCount], backfill_through: Option<Timestamp>) -> TurnF
         turns: 0,
         turns_with_backfill_rows: 0,
         backfill_rows: 0,
-        rule: UNKNOWN_FANOUT_RULE,
     };
     let mut known: Vec<(i64, i64)> = Vec::new();
     for &TurnCount {
@@ -420,7 +421,7 @@ mod tests {
             group(Some("a"), 2),
             group(Some("z"), 5),
         ]);
-        let labels: Vec<&str> = groups.iter().map(CountBy::label).collect();
-        assert_eq!(labels, vec!["z", "a", "b", UNREPORTED_LABEL]);
+        let values: Vec<Option<&str>> = groups.iter().map(|g| g.value.as_deref()).collect();
+        assert_eq!(values, vec![Some("z"), Some("a"), Some("b"), None]);
     }
 }

@@ -1,18 +1,9 @@
 //! The report's figures: what `fanout report` shows, with stable field names.
 
-use std::fmt;
-
 use serde::Serialize;
 
 use crate::model::Activation;
 use crate::time::Timestamp;
-
-/// How [`TurnFanout::unknown`] is decided; printed with every report so the reader
-/// never has to guess.
-pub const UNKNOWN_FANOUT_RULE: &str = "a turn that started before subagent_context_backfill_through and has no live subagent row has unknown fan-out: before that instant the only evidence is the backfill, which sees only messages that carried subagent metadata, so no row there means \"not recorded\", not \"none\"; such turns are left out of the distribution and their backfilled rows are a lower bound. A turn with a live row was seen by the capture path (proxy or import), which records every launch, so its count is known at any age.";
-
-/// The label of a NULL grouping value (an agent that never said its type or model).
-pub const UNREPORTED_LABEL: &str = "(unreported)";
 
 /// Which activity a report covers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -31,27 +22,6 @@ pub enum ReportScope {
         since: Option<Timestamp>,
         until: Option<Timestamp>,
     },
-}
-
-impl fmt::Display for ReportScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReportScope::All => f.write_str("everything"),
-            ReportScope::Task { task_id } => write!(f, "task {task_id}"),
-            ReportScope::Session { session_id } => write!(f, "session {session_id}"),
-            ReportScope::Window { since, until } => {
-                let bound = |t: &Option<Timestamp>, open: &str| {
-                    t.map(|t| t.canonical()).unwrap_or_else(|| open.to_owned())
-                };
-                write!(
-                    f,
-                    "window [{}, {})",
-                    bound(since, "the beginning"),
-                    bound(until, "now")
-                )
-            }
-        }
-    }
 }
 
 /// Everything `fanout report` shows. Field names are a stable, pipe-friendly contract.
@@ -98,7 +68,8 @@ pub struct FanoutBucket {
     pub turns: i64,
 }
 
-/// Turns whose fan-out is unknown: [`UNKNOWN_FANOUT_RULE`].
+/// Turns whose fan-out is unknown (AC-25): started before
+/// `subagent_context_backfill_through` with no live row, so only the backfill saw them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UnknownFanout {
     /// `subagent_context_backfill_through`; `None` when nothing was backfilled (`''`) or
@@ -109,7 +80,6 @@ pub struct UnknownFanout {
     pub turns_with_backfill_rows: i64,
     /// Backfilled rows in unknown turns: a lower bound of their fan-out, never a count.
     pub backfill_rows: i64,
-    pub rule: &'static str,
 }
 
 /// Counted subagent rows in scope and how they attach to turns.
@@ -151,13 +121,6 @@ pub struct CountBy {
     /// The stored value; `null` when the agent never reported one.
     pub value: Option<String>,
     pub subagents: i64,
-}
-
-impl CountBy {
-    /// The value for people: [`UNREPORTED_LABEL`] for NULL.
-    pub fn label(&self) -> &str {
-        self.value.as_deref().unwrap_or(UNREPORTED_LABEL)
-    }
 }
 
 /// Statistics of one nullable metric over the rows that reported it (AC-7: a NULL is
