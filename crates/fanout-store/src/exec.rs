@@ -9,6 +9,7 @@ use sqlx::{FromRow, PgPool, SqlitePool};
 
 use crate::error::StoreError;
 use crate::model::Engine;
+use crate::sql::NON_ARBITER_UNIQUE_INDEXES;
 
 /// The pools of an open store. SQLite: one writer connection (SQLite serialises writers
 /// anyway, and one connection turns contention into queueing instead of SQLITE_BUSY)
@@ -183,5 +184,69 @@ impl Reader<'_> {
     ) -> Result<i64, StoreError> {
         let (n,): (i64,) = self.fetch_one(op, statement, binds).await?;
         Ok(n)
+    }
+}
+
+/// How many times in all a statement that lost an insert race runs. The second run sees
+/// the winner's committed row; a third covers that row being deleted and raced for again.
+const INSERT_RACE_ATTEMPTS: usize = 3;
+
+/// Runs `attempt` again when it lost an insert race: a unique violation of one of
+/// [`NON_ARBITER_UNIQUE_INDEXES`]. PostgreSQL raises it only once the racing insert has
+/// committed, so the same statement, run again, finds that row through its conflict
+/// target and takes the `DO UPDATE` (or `DO NOTHING`) path: still one statement per
+/// merge, the merge rules unchanged, nothing read first. An attempt that is a
+/// transaction is retried whole; the failed one rolled back. SQLite has one writer, so
+/// it never loses this race (and names no constraint), and never retries.
+pub(crate) async fn retry_lost_insert_race<T, E, F, Fut>(mut attempt: F) -> Result<T, E>
+where
+    E: DriverError,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut attempts = 1;
+    loop {
+        match attempt().await {
+            Err(err) if attempts < INSERT_RACE_ATTEMPTS && lost_insert_race(&err) => {
+                attempts += 1;
+                tracing::debug!(
+                    attempts,
+                    "lost an insert race: running the same statement again"
+                );
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+fn lost_insert_race(err: &impl DriverError) -> bool {
+    match err.driver_error() {
+        Some(sqlx::Error::Database(db)) => {
+            db.is_unique_violation()
+                && db
+                    .constraint()
+                    .is_some_and(|index| NON_ARBITER_UNIQUE_INDEXES.contains(&index))
+        }
+        _ => false,
+    }
+}
+
+/// An error that may carry the driver's error.
+pub(crate) trait DriverError {
+    fn driver_error(&self) -> Option<&sqlx::Error>;
+}
+
+impl DriverError for sqlx::Error {
+    fn driver_error(&self) -> Option<&sqlx::Error> {
+        Some(self)
+    }
+}
+
+impl DriverError for StoreError {
+    fn driver_error(&self) -> Option<&sqlx::Error> {
+        match self {
+            StoreError::Query { cause, .. } => Some(cause),
+            _ => None,
+        }
     }
 }

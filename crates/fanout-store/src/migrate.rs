@@ -2,7 +2,7 @@
 //! one step, the backfill of AC-21…AC-24.
 
 use crate::error::StoreError;
-use crate::exec::{Pools, Reader, with_writer};
+use crate::exec::{Pools, Reader, retry_lost_insert_race, with_writer};
 use crate::model::{Activation, StepOutcome, StepStatus};
 use crate::sql;
 use crate::time::Timestamp;
@@ -13,7 +13,9 @@ const BACKFILL_STEP: &str = "task_session_subagents.backfill";
 
 /// Runs every step; a failure is a WARN and a [`StepStatus::Failed`], never an error.
 pub(crate) async fn run_migrations(pools: &Pools) -> Vec<StepOutcome> {
-    let status = match backfill(pools).await {
+    // Two stores activating one database at once race on the backfilled rows' ids;
+    // the loser's second run finds the winner's activation keys.
+    let status = match retry_lost_insert_race(|| backfill(pools)).await {
         Ok(status) => status,
         Err(err) => {
             tracing::warn!(migration = BACKFILL_STEP, error = %err, "migration failed");

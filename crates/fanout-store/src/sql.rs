@@ -243,6 +243,14 @@ pub(crate) fn schema(e: Engine) -> Vec<String> {
     ]
 }
 
+/// Unique indexes that an upsert checks besides its conflict target, by the names
+/// PostgreSQL gives them: `task_session_subagents` merges on its UNIQUE key while its
+/// `id` primary key is a second unique index (DESIGN 4.1). PostgreSQL arbitrates
+/// `ON CONFLICT` on the conflict target only, so two statements inserting the same new
+/// key at once can both find no conflict there, and the later one then fails on the
+/// primary key. See [`crate::exec::retry_lost_insert_race`].
+pub(crate) const NON_ARBITER_UNIQUE_INDEXES: [&str; 1] = ["task_session_subagents_pkey"];
+
 /// The one subagent merge statement (AC-14): every rule lives in the conflict clause,
 /// and every SET expression reads the pre-update row, so a first terminal frame sets
 /// tool_status and settled_at together.

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::api::WriteOp;
 use crate::error::StoreError;
-use crate::exec::{Pools, with_writer};
+use crate::exec::{Pools, retry_lost_insert_race, with_writer};
 use crate::model::*;
 use crate::sql;
 use crate::time::Timestamp;
@@ -207,11 +207,14 @@ pub(crate) async fn upsert_subagent(
     r: &SubagentRecord,
 ) -> Result<(), StoreError> {
     let binds = SubagentBinds::new(r);
-    with_writer!(pools, pool => bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
-        .execute(pool)
-        .await
-        .map(|_| ())
-        .map_err(StoreError::query("subagent upsert")))
+    retry_lost_insert_race(|| async {
+        with_writer!(pools, pool => bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(StoreError::query("subagent upsert")))
+    })
+    .await
 }
 
 /// One acquire of the writer connection, `BEGIN`, the statements, `COMMIT`. What a
@@ -220,7 +223,8 @@ pub(crate) async fn upsert_subagent(
 /// is also its own commit; a batch pays the acquire and the commit once. On SQLite a
 /// message upsert directly followed by a subagent upsert (one tool frame) goes as one
 /// two-statement query, so a frame costs one round trip. Any error drops the
-/// transaction, which rolls it back: all or nothing.
+/// transaction, which rolls it back: all or nothing. A batch that lost an insert race
+/// runs again whole ([`retry_lost_insert_race`]).
 pub(crate) async fn write_batch(
     pools: &Pools,
     st: &Statements,
@@ -229,6 +233,14 @@ pub(crate) async fn write_batch(
     if ops.is_empty() {
         return Ok(());
     }
+    retry_lost_insert_race(|| write_batch_once(pools, st, ops)).await
+}
+
+async fn write_batch_once(
+    pools: &Pools,
+    st: &Statements,
+    ops: &[WriteOp<'_>],
+) -> Result<(), StoreError> {
     with_writer!(pools, pool => {
         let mut tx = pool.begin().await.map_err(StoreError::query("batch begin"))?;
         let mut i = 0;
