@@ -10,8 +10,9 @@
 //!
 //! Must not know: processes, pipes, HTTP, terminals or any presentation. Callers hand
 //! it complete lines with their observation time ([`Capture::observe`]); it hands
-//! typed records to [`fanout_store::Store`]. Nothing here fails its caller: store
-//! errors are WARN logs and counters.
+//! typed records to [`fanout_store::Store`], the store's write seam (it never reads
+//! the database back). Nothing here fails its caller: store errors are WARN logs and
+//! counters.
 //!
 //! Identities are deterministic (UUID v5), so replaying the same traffic (re-import)
 //! lands on the same rows:

@@ -13,9 +13,8 @@ use fanout_capture::{
 };
 use fanout_store::testing::TestDb;
 use fanout_store::{
-    Activation, Engine, FanoutReport, Health, MessageRecord, ReportScope, SessionRecord, SqlStore,
-    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord, WriteOp,
-    both_engines,
+    MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, SubagentRow,
+    TurnRecord, WriteOp, both_engines,
 };
 
 const A2C: Direction = Direction::AgentToClient;
@@ -336,17 +335,11 @@ async fn negative_metrics_are_null_and_anomalous_once_per_frame(db: TestDb) {
     assert_eq!((c.attempted, c.persisted, c.anomalous_value), (2, 2, 1));
 }
 
-/// A store whose subagent writes fail; everything else is the real store.
+/// A store whose subagent writes fail; every other write is the real store's.
 struct FailingSubagentStore(Arc<SqlStore>);
 
 #[async_trait]
 impl Store for FailingSubagentStore {
-    fn engine(&self) -> Engine {
-        self.0.engine()
-    }
-    fn target(&self) -> &str {
-        self.0.target()
-    }
     async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
         self.0.upsert_session(s).await
     }
@@ -372,33 +365,6 @@ impl Store for FailingSubagentStore {
             });
         }
         self.0.write_batch(ops).await
-    }
-    async fn delete_session(&self, id: &str) -> Result<u64, StoreError> {
-        self.0.delete_session(id).await
-    }
-    async fn delete_turn(&self, id: &str) -> Result<u64, StoreError> {
-        self.0.delete_turn(id).await
-    }
-    async fn subagents_by_session(&self, id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        self.0.subagents_by_session(id).await
-    }
-    async fn subagents_by_turn(&self, id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        self.0.subagents_by_turn(id).await
-    }
-    async fn run_migrations(&self) -> Vec<StepOutcome> {
-        self.0.run_migrations().await
-    }
-    async fn activation(&self) -> Result<Activation, StoreError> {
-        self.0.activation().await
-    }
-    async fn health(&self) -> Result<Health, StoreError> {
-        self.0.health().await
-    }
-    async fn counts(&self) -> Result<TableCounts, StoreError> {
-        self.0.counts().await
-    }
-    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
-        self.0.fanout_report(scope).await
     }
 }
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use common::{as_store, at, count, dump_all, open};
 use fanout_capture::import::{NoProgress, SourceKind, import_paths};
 use fanout_capture::{message_row_id, session_row_id, turn_row_id};
+use fanout_store::both_engines;
 use fanout_store::testing::TestDb;
-use fanout_store::{Store, both_engines};
 use serde_json::{Value, json};
 
 const SESSION: &str = "5b1c7e2a-0000-4000-8000-00000000c1a0";

@@ -10,7 +10,7 @@ use common::{as_store, at, count, dump_all, open};
 use fanout_capture::import::{NoProgress, import_paths};
 use fanout_capture::{message_row_id, session_row_id, turn_row_id};
 use fanout_store::testing::TestDb;
-use fanout_store::{Source, Store, SubagentRow, both_engines};
+use fanout_store::{Source, SubagentRow, both_engines};
 
 const TASK: &str = "/home/dev/proj";
 

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use common::{as_store, dump_all, open};
 use fanout_capture::import::{NoProgress, import_paths};
 use fanout_capture::session_row_id;
+use fanout_store::both_engines;
 use fanout_store::testing::TestDb;
-use fanout_store::{Store, both_engines};
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {

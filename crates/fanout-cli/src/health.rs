@@ -10,10 +10,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_store::{Health, HealthVerdict, SqlStore, Store};
+use fanout_store::{Health, HealthVerdict, SqlStore};
 use serde::Serialize;
 
-use crate::output::{DbArgs, Format, backfill_through_label, capture_since_label};
+use crate::output::{
+    DbArgs, Format, backfill_through_label, capture_since_label, health_explanation,
+};
 
 /// The exit status when the check itself could not run.
 pub const EXIT_CHECK_FAILED: u8 = 3;
@@ -95,7 +97,7 @@ fn health_json<'a>(store: &'a SqlStore, health: &'a Health, exit_status: u8) -> 
     HealthJson {
         verdict: health.verdict(),
         exit_status,
-        explanation: health.explanation(),
+        explanation: health_explanation(health),
         database: store.target(),
         engine: store.engine(),
         capture_since: health.activation.capture_since.as_deref(),
@@ -113,7 +115,7 @@ fn print_text(store: &SqlStore, health: &Health) {
         HealthVerdict::NoVerdict => "no verdict",
     };
     println!("verdict           {verdict}");
-    println!("                  {}", health.explanation());
+    println!("                  {}", health_explanation(health));
     println!("database          {} ({})", store.target(), store.engine());
     println!(
         "capture since     {}",

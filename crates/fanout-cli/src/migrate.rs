@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_store::{StepStatus, Store};
+use fanout_store::StepStatus;
 
 use crate::output::{DbArgs, Format, backfill_through_label, capture_since_label};
 

@@ -5,6 +5,7 @@
 
 mod csv;
 mod html;
+mod json;
 mod table;
 
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use fanout_store::{ReportScope, Store, Timestamp, TurnFanout};
+use fanout_store::{ReportScope, Timestamp, TurnFanout};
 
 use crate::output::DbArgs;
 
@@ -116,7 +117,7 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
     }
     let text = match args.format {
         ReportFormat::Table => table::render(&report, &database, table::terminal_width()),
-        ReportFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        ReportFormat::Json => json::render(&report)?,
         ReportFormat::Csv => csv::render(&report),
     };
     print!("{text}");

@@ -7,7 +7,7 @@ mod proxy_support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fanout_store::{SqlStore, Store, SubagentRow};
+use fanout_store::{SqlStore, SubagentRow};
 use proxy_support::{Running, fanout};
 use serde_json::{Value, json};
 

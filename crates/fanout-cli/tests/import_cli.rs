@@ -25,7 +25,6 @@ fn fanout_import(db: &Path, args: &[&Path], json: bool) -> Output {
 
 /// Row counts per table of the SQLite file, read with the store itself.
 fn table_counts(db: &Path) -> fanout_store::TableCounts {
-    use fanout_store::Store;
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let url = format!("sqlite://{}", db.display());

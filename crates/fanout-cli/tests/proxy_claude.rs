@@ -417,9 +417,7 @@ async fn claude_code_behind_the_proxy_records_its_subagent() {
         .to_owned();
     let session_row = fanout_capture::session_row_id(&execution, &acp_session);
     let store = fanout_store::SqlStore::open(&db).await.unwrap();
-    let rows = fanout_store::Store::subagents_by_session(&store, &session_row)
-        .await
-        .unwrap();
+    let rows = store.subagents_by_session(&session_row).await.unwrap();
     store.close().await;
     assert_eq!(rows.len(), 1, "{rows:#?}");
     let row = &rows[0];

@@ -276,6 +276,12 @@ fn json_has_every_figure_under_stable_names() {
     assert_eq!(unknown["turns_with_backfill_rows"], 1);
     assert_eq!(unknown["backfill_rows"], 2);
     assert_eq!(unknown["before"], at(30).canonical());
+    assert!(
+        unknown["rule"]
+            .as_str()
+            .is_some_and(|rule| rule.contains("backfill_through")),
+        "the unknown fan-out rule travels with the figures: {unknown}"
+    );
     assert_eq!(json["subagents"]["total"], 8);
     assert_eq!(json["subagents"]["without_turn"], 1);
     assert_eq!(json["provenance"]["live"], 6);

@@ -17,7 +17,7 @@ pub const FRAMES_OVERSIZED: &str = "fanout_proxy_frames_oversized_total";
 /// Lines queued when the proxy stopped that the store did not get in time (they are
 /// in the transcript).
 pub const FRAMES_UNPROCESSED: &str = "fanout_proxy_frames_unprocessed_total";
-/// Store operations that failed in the proxy's hands, `op` (`open`, `write`, `read`).
+/// Store operations that failed in the proxy's hands, `op` (`open`, `write`).
 pub const STORE_ERRORS: &str = "fanout_proxy_store_errors_total";
 /// 1 while the store is connected, 0 while it is being retried.
 pub const STORE_AVAILABLE: &str = "fanout_proxy_store_available";

@@ -6,6 +6,10 @@
 //! A store that opened and later fails (PostgreSQL restarting, SQLite locked or full)
 //! stays in place: its pool reconnects by itself and each failed write is counted.
 //!
+//! It implements only the store's write seam ([`Store`]): capture writes, nothing in
+//! the proxy reads the database, and what the open store is (its engine) is the store's
+//! to say, never guessed here from the URL.
+//!
 //! Failures are counted in `fanout_proxy_store_errors_total{op}` and summarised in a
 //! WARN at most once per interval.
 
@@ -15,8 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fanout_store::{
-    Activation, Engine, FanoutReport, Health, MessageRecord, ReportScope, SessionRecord, SqlStore,
-    StepOutcome, Store, StoreError, SubagentRecord, SubagentRow, TableCounts, TurnRecord, WriteOp,
+    MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, TurnRecord, WriteOp,
 };
 use tokio::sync::watch;
 
@@ -35,17 +38,15 @@ enum Connection {
 #[derive(Clone, Copy)]
 enum Op {
     Open,
-    Read,
     Write,
 }
 
 impl Op {
-    const COUNT: usize = 3;
+    const COUNT: usize = 2;
 
     fn label(self) -> &'static str {
         match self {
             Op::Open => "open",
-            Op::Read => "read",
             Op::Write => "write",
         }
     }
@@ -207,25 +208,9 @@ impl ResilientStore {
     }
 }
 
+/// Capture's writes, each on the open store or failing at once as unavailable.
 #[async_trait]
 impl Store for ResilientStore {
-    fn engine(&self) -> Engine {
-        // Before the store opens, the URL's scheme is the best answer there is.
-        match &*self
-            .connection
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Connection::Ready(store) => store.engine(),
-            Connection::Connecting { .. } if self.url.starts_with("postgres") => Engine::Postgres,
-            Connection::Connecting { .. } => Engine::Sqlite,
-        }
-    }
-
-    fn target(&self) -> &str {
-        &self.target
-    }
-
     async fn upsert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
         self.with_store(
             Op::Write,
@@ -263,65 +248,12 @@ impl Store for ResilientStore {
             Err(unavailable) => Err(unavailable),
         }
     }
-
-    async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
-        self.with_store(
-            Op::Write,
-            |s| async move { s.delete_session(session_id).await },
-        )
-        .await
-    }
-
-    async fn delete_turn(&self, turn_id: &str) -> Result<u64, StoreError> {
-        self.with_store(Op::Write, |s| async move { s.delete_turn(turn_id).await })
-            .await
-    }
-
-    async fn subagents_by_session(&self, session_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        self.with_store(Op::Read, |s| async move {
-            s.subagents_by_session(session_id).await
-        })
-        .await
-    }
-
-    async fn subagents_by_turn(&self, turn_id: &str) -> Result<Vec<SubagentRow>, StoreError> {
-        self.with_store(
-            Op::Read,
-            |s| async move { s.subagents_by_turn(turn_id).await },
-        )
-        .await
-    }
-
-    async fn run_migrations(&self) -> Vec<StepOutcome> {
-        match self.current() {
-            Ok(store) => store.run_migrations().await,
-            Err(_) => Vec::new(),
-        }
-    }
-
-    async fn activation(&self) -> Result<Activation, StoreError> {
-        self.with_store(Op::Read, |s| async move { s.activation().await })
-            .await
-    }
-
-    async fn health(&self) -> Result<Health, StoreError> {
-        self.with_store(Op::Read, |s| async move { s.health().await })
-            .await
-    }
-
-    async fn counts(&self) -> Result<TableCounts, StoreError> {
-        self.with_store(Op::Read, |s| async move { s.counts().await })
-            .await
-    }
-
-    async fn fanout_report(&self, scope: &ReportScope) -> Result<FanoutReport, StoreError> {
-        self.with_store(Op::Read, |s| async move { s.fanout_report(scope).await })
-            .await
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use fanout_store::Timestamp;
+
     use super::*;
 
     #[tokio::test]
@@ -333,10 +265,14 @@ mod tests {
             Duration::from_millis(20),
             Duration::from_secs(60),
         );
+        let session = fanout_store::testing::session_record("s1", "task-1", Timestamp::now());
         let connect = tokio::spawn(Arc::clone(&store).connect());
         store.first_attempt_done(Duration::from_secs(10)).await;
         assert!(!store.is_connected());
-        let error = store.counts().await.expect_err("not open yet");
+        let error = store
+            .upsert_session(&session)
+            .await
+            .expect_err("not open yet");
         assert!(matches!(error, StoreError::Unavailable { .. }), "{error}");
         assert!(error.to_string().contains("later"), "{error}");
         assert!(store.errors() >= 2);
@@ -347,8 +283,9 @@ mod tests {
             .expect("opens once the directory exists")
             .unwrap();
         assert!(store.is_connected());
-        assert_eq!(store.engine(), Engine::Sqlite);
-        assert_eq!(store.counts().await.unwrap().subagents, 0);
+        store.upsert_session(&session).await.unwrap();
+        let opened = store.current().unwrap();
+        assert_eq!(opened.counts().await.unwrap().sessions, 1);
         store.close().await;
     }
 }

@@ -60,25 +60,71 @@ impl StoreError {
     }
 }
 
-/// Hides a password in a URL so errors and logs never carry secrets.
+/// Hides a password in a URL so errors and logs never carry secrets: the userinfo
+/// password and a `password` query parameter (both of which the PostgreSQL driver
+/// reads) become `***`. A URL with neither comes back exactly as given.
+///
+/// The URL is read by the `url` crate, the parser the driver uses. Where that parser
+/// cannot be trusted to have found the userinfo (the URL does not parse, or an `@`
+/// appears after the authority, as when a password holds an unencoded `/`, `?` or
+/// `#`), everything between `://` and the last `@` is taken as userinfo instead and
+/// all of it after its first `:` is hidden: over-redacting a strange URL is fine,
+/// leaking a password is not.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    match url::Url::parse(url) {
+        Ok(parsed) if !has_stray_at(&parsed) => redact_parsed(url, parsed),
+        _ => redact_text(url),
+    }
+}
+
+/// An `@` after the authority: possibly the end of a userinfo the parser cut short.
+fn has_stray_at(parsed: &url::Url) -> bool {
+    [Some(parsed.path()), parsed.query(), parsed.fragment()]
+        .into_iter()
+        .flatten()
+        .any(|part| part.contains('@'))
+}
+
+fn redact_parsed(original: &str, mut parsed: url::Url) -> String {
+    let password_in_query = parsed.query_pairs().any(|(key, _)| key == "password");
+    if parsed.password().is_none() && !password_in_query {
+        return original.to_owned();
+    }
+    if parsed.password().is_some() && parsed.set_password(Some("***")).is_err() {
+        // Only a URL that cannot have a password refuses one; say nothing of it.
+        return redact_text(original);
+    }
+    if password_in_query {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(key, value)| {
+                let value = if key == "password" {
+                    "***".to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (key.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.into()
+}
+
+/// The fallback: the userinfo ends at the last `@` after `://`; its password is all of
+/// it after the first `:`.
+fn redact_text(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
         return url.to_owned();
     };
-    let (authority, tail) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}{tail}")
-            } else {
-                format!("{scheme}://{user}@{host}{tail}")
-            }
-        }
-        None => url.to_owned(),
+    let prefix = scheme.map(|s| format!("{s}://")).unwrap_or_default();
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{prefix}{user}:***@{host}"),
+        None => format!("{prefix}{userinfo}@{host}"),
     }
 }
 
@@ -94,5 +140,93 @@ mod tests {
         );
         assert_eq!(redact_url("postgres://bob@db/x"), "postgres://bob@db/x");
         assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
+    }
+
+    /// Passwords with the characters that end an authority early (`/`, `?`, `#`), an
+    /// `@` of their own, or percent-encoded: nothing of them may appear.
+    #[test]
+    fn awkward_passwords_never_survive_redaction() {
+        let cases = [
+            (
+                "postgres://u:p/ss@h/db",
+                "postgres://u:***@h/db",
+                &["p/ss", "ss@"][..],
+            ),
+            (
+                "postgres://u:hunter/two@h/db",
+                "postgres://u:***@h/db",
+                &["hunter", "two"],
+            ),
+            (
+                "postgres://u:1234/ss@h:5432/db",
+                "postgres://u:***@h:5432/db",
+                &["1234", "ss@"],
+            ),
+            (
+                "postgres://u:hun?ter@h/db",
+                "postgres://u:***@h/db",
+                &["hun", "ter"],
+            ),
+            (
+                "postgres://u:hun#ter@h/db",
+                "postgres://u:***@h/db",
+                &["hun", "ter"],
+            ),
+            (
+                "postgres://u:hun@ter@h/db",
+                "postgres://u:***@h/db",
+                &["hun", "ter"],
+            ),
+            (
+                "postgres://u:hunter%2Ftwo@h/db",
+                "postgres://u:***@h/db",
+                &["hunter", "two", "%2F"],
+            ),
+            (
+                "postgres://u:hunter%40two@h/db",
+                "postgres://u:***@h/db",
+                &["hunter", "two", "%40"],
+            ),
+            (
+                "postgres://u:hunter%3Atwo@h/db",
+                "postgres://u:***@h/db",
+                &["hunter", "two", "%3A"],
+            ),
+            (
+                "postgres://:hunter@h/db",
+                "postgres://:***@h/db",
+                &["hunter"],
+            ),
+            (
+                "postgres://u@h/db?sslmode=disable&password=hunter%2Ftwo",
+                "postgres://u@h/db?sslmode=disable&password=***",
+                &["hunter", "two"],
+            ),
+            ("u:hunter/two@h/db", "u:***@h/db", &["hunter", "two"]),
+        ];
+        for (url, expected, secrets) in cases {
+            let redacted = redact_url(url);
+            for secret in secrets {
+                assert!(
+                    !redacted.contains(secret),
+                    "{url:?} -> {redacted:?} still shows {secret:?}"
+                );
+            }
+            assert_eq!(redacted, expected, "{url:?}");
+        }
+    }
+
+    /// Without a password a URL is returned verbatim, not normalised.
+    #[test]
+    fn urls_without_a_password_are_left_as_given() {
+        for url in [
+            "sqlite:///tmp/my dir/fanout.db",
+            "sqlite:fanout.db",
+            "sqlite:///tmp/a@b/fanout.db",
+            "postgres://bob@DB.example:5432/x?sslmode=disable",
+            "not a url",
+        ] {
+            assert_eq!(redact_url(url), url);
+        }
     }
 }

@@ -3,29 +3,48 @@
 //! reads in AC-13 order and the health queries. It is driven by typed values.
 //!
 //! It must not know about agents, dialects, processes or presentation (of ACP it uses
-//! only the tool-status vocabulary, whose terminal set fanout-acp owns): callers
-//! hand it records that are already shaped like rows. The value rules it can enforce
+//! only the tool-status vocabulary, whose terminal set fanout-acp owns; the words people
+//! read about its figures, such as the unknown fan-out rule and the health explanation,
+//! are fanout-cli's): callers hand it records that are already shaped like rows. The value rules it can enforce
 //! on its own ('' -> NULL, unreported or negative metrics -> NULL, `'unknown'`
 //! execution) it enforces again, so no caller can store a fake 0.
+//!
+//! Layout: `sql` generates every statement for both engines from one generator;
+//! `exec` holds the pools and is the only code that matches on the engine's pools
+//! (every read goes through its `Reader`); `open`, `write`, `migrate`, `read`, `health`
+//! and `report` each own one concern on top of it; [`SqlStore`] is the handle that
+//! ties them together. [`Store`] is the write seam (the five upserts capture drives),
+//! the one interface a wrapper implements; reads, deletes, migrations, health, counts
+//! and the report are inherent methods of [`SqlStore`].
 
+mod api;
 mod error;
+mod exec;
+mod health;
+mod migrate;
 mod model;
+mod open;
+mod read;
 mod report;
 mod sql;
 mod store;
 mod time;
+mod write;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use api::{Store, WriteOp};
 pub use error::{StoreError, redact_url};
 pub use model::*;
+pub use open::OpenOptions;
 pub use report::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
-    ReportScope, SubagentSummary, TurnFanout, UNKNOWN_FANOUT_RULE, UNREPORTED_LABEL, UnknownFanout,
+    ReportScope, SubagentSummary, TurnFanout, UnknownFanout,
 };
-pub use store::{OpenOptions, SqlStore, Store, WriteOp, subagent_row_id};
+pub use store::SqlStore;
 pub use time::{Timestamp, TimestampError};
+pub use write::subagent_row_id;
 
 /// The URL used when none is given: the embedded SQLite default.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://fanout.db";

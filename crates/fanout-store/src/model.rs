@@ -216,27 +216,6 @@ impl Health {
             Some(_) => HealthVerdict::Healthy,
         }
     }
-
-    /// One line a person can act on.
-    pub fn explanation(&self) -> String {
-        match (&self.figures, self.verdict()) {
-            (None, _) => "no verdict: subagent_context_capture_since is not set, so capture was never activated on this database".to_owned(),
-            (Some(f), HealthVerdict::Shortfall) => format!(
-                "shortfall: {} subagent message(s) since {} have no subagent row; last row written {}",
-                f.shortfall,
-                f.since,
-                f.last_observed_at.map(|t| t.to_string()).unwrap_or_else(|| "never since activation".to_owned())
-            ),
-            (Some(f), HealthVerdict::NoVerdict) => format!(
-                "no verdict: nothing written since activation ({}); the writer may not be running",
-                f.since
-            ),
-            (Some(f), _) => format!(
-                "healthy: every subagent message since {} has its row ({} attributed excess)",
-                f.since, f.excess
-            ),
-        }
-    }
 }
 
 /// The outcome of one named migration step (AC-20).

@@ -1,4 +1,4 @@
-//! SQL text for both engines. One generator per statement, parameterised by [`Dialect`],
+//! SQL text for both engines. One generator per statement, parameterised by [`Engine`],
 //! so the merge rules are written once and the engines cannot drift apart.
 //!
 //! Placeholders are `$n` on both engines (SQLite accepts them too). Timestamps travel
@@ -6,13 +6,7 @@
 //! the cast is independent of the session time zone, AC-24e) and renders them back
 //! through `AT TIME ZONE 'UTC'`.
 
-use crate::model::TERMINAL_TOOL_STATUSES;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-}
+use crate::model::{Engine, TERMINAL_TOOL_STATUSES};
 
 /// The schema version this build writes; a database with a higher one is refused.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
@@ -61,34 +55,35 @@ const FILL_FORWARD_COLUMNS: [&str; 10] = [
     "duration_ms",
 ];
 
-impl Dialect {
+/// The SQL differences between the engines, in one place.
+impl Engine {
     fn ts_type(self) -> &'static str {
         match self {
-            Dialect::Sqlite => "TEXT",
-            Dialect::Postgres => "TIMESTAMPTZ",
+            Engine::Sqlite => "TEXT",
+            Engine::Postgres => "TIMESTAMPTZ",
         }
     }
 
     fn int_type(self) -> &'static str {
         match self {
-            Dialect::Sqlite => "INTEGER",
-            Dialect::Postgres => "BIGINT",
+            Engine::Sqlite => "INTEGER",
+            Engine::Postgres => "BIGINT",
         }
     }
 
     /// A bound timestamp parameter.
     pub(crate) fn ts_param(self, n: usize) -> String {
         match self {
-            Dialect::Sqlite => format!("${n}"),
-            Dialect::Postgres => format!("${n}::timestamptz"),
+            Engine::Sqlite => format!("${n}"),
+            Engine::Postgres => format!("${n}::timestamptz"),
         }
     }
 
     /// A timestamp column rendered as canonical text.
     pub(crate) fn ts_out(self, col: &str) -> String {
         match self {
-            Dialect::Sqlite => col.to_owned(),
-            Dialect::Postgres => {
+            Engine::Sqlite => col.to_owned(),
+            Engine::Postgres => {
                 format!("to_char(({col}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
             }
         }
@@ -98,8 +93,8 @@ impl Dialect {
     /// or 'null' (AC-23b). SQLite additionally shields every invalid document.
     fn json_doc(self, col: &str) -> String {
         match self {
-            Dialect::Sqlite => format!("CASE WHEN json_valid({col}) THEN {col} ELSE '{{}}' END"),
-            Dialect::Postgres => format!(
+            Engine::Sqlite => format!("CASE WHEN json_valid({col}) THEN {col} ELSE '{{}}' END"),
+            Engine::Postgres => format!(
                 "CASE WHEN {col} IS NULL OR btrim({col}) IN ('', 'null') THEN '{{}}'::jsonb ELSE {col}::jsonb END"
             ),
         }
@@ -108,8 +103,8 @@ impl Dialect {
     /// A JSON value at `path` as text (NULL when absent).
     fn json_text(self, doc: &str, path: &[&str]) -> String {
         match self {
-            Dialect::Sqlite => format!("json_extract({doc}, '$.{}')", path.join(".")),
-            Dialect::Postgres => format!("({doc} #>> '{{{}}}')", path.join(",")),
+            Engine::Sqlite => format!("json_extract({doc}, '$.{}')", path.join(".")),
+            Engine::Postgres => format!("({doc} #>> '{{{}}}')", path.join(",")),
         }
     }
 
@@ -122,11 +117,11 @@ impl Dialect {
     /// is 0 when `zero_is_unreported` (AC-7a, AC-9, AC-23).
     fn json_metric(self, doc: &str, path: &[&str], zero_is_unreported: bool) -> String {
         let value = match self {
-            Dialect::Sqlite => format!(
+            Engine::Sqlite => format!(
                 "CASE WHEN json_type({doc}, '$.{p}') IN ('integer', 'real') THEN CAST(json_extract({doc}, '$.{p}') AS INTEGER) END",
                 p = path.join(".")
             ),
-            Dialect::Postgres => format!(
+            Engine::Postgres => format!(
                 "CASE WHEN jsonb_typeof({doc} #> '{{{p}}}') = 'number' THEN trunc(({doc} #>> '{{{p}}}')::numeric)::bigint END",
                 p = path.join(",")
             ),
@@ -152,10 +147,23 @@ pub(crate) fn terminal_status_list() -> String {
         .join(", ")
 }
 
+/// `COUNT(*)` of tables named `fanout_meta` in the current schema: 1 once fanout has
+/// created its schema here, else 0.
+pub(crate) fn fanout_meta_exists(e: Engine) -> &'static str {
+    match e {
+        Engine::Sqlite => {
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'fanout_meta'"
+        }
+        Engine::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'fanout_meta'"
+        }
+    }
+}
+
 /// Idempotent DDL (AC-17): every statement can run on every open.
-pub(crate) fn schema(d: Dialect) -> Vec<String> {
-    let ts = d.ts_type();
-    let int = d.int_type();
+pub(crate) fn schema(e: Engine) -> Vec<String> {
+    let ts = e.ts_type();
+    let int = e.int_type();
     vec![
         "CREATE TABLE IF NOT EXISTS fanout_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL DEFAULT '')".to_owned(),
         format!(
@@ -235,18 +243,26 @@ pub(crate) fn schema(d: Dialect) -> Vec<String> {
     ]
 }
 
+/// Unique indexes that an upsert checks besides its conflict target, by the names
+/// PostgreSQL gives them: `task_session_subagents` merges on its UNIQUE key while its
+/// `id` primary key is a second unique index (DESIGN 4.1). PostgreSQL arbitrates
+/// `ON CONFLICT` on the conflict target only, so two statements inserting the same new
+/// key at once can both find no conflict there, and the later one then fails on the
+/// primary key. See [`crate::exec::retry_lost_insert_race`].
+pub(crate) const NON_ARBITER_UNIQUE_INDEXES: [&str; 1] = ["task_session_subagents_pkey"];
+
 /// The one subagent merge statement (AC-14): every rule lives in the conflict clause,
 /// and every SET expression reads the pre-update row, so a first terminal frame sets
 /// tool_status and settled_at together.
-pub(crate) fn upsert_subagent(d: Dialect) -> String {
-    upsert_subagent_from(d, 1)
+pub(crate) fn upsert_subagent(e: Engine) -> String {
+    upsert_subagent_from(e, 1)
 }
 
 /// [`upsert_subagent`] with its parameters numbered from `$first` (the same statement,
 /// so it can follow another one in a multi-statement SQLite query).
-pub(crate) fn upsert_subagent_from(d: Dialect, first: usize) -> String {
+pub(crate) fn upsert_subagent_from(e: Engine, first: usize) -> String {
     let columns = SUBAGENT_COLUMNS.join(", ");
-    let values = placeholders(d, &SUBAGENT_COLUMNS, first);
+    let values = placeholders(e, &SUBAGENT_COLUMNS, first);
     let t = "task_session_subagents";
     let mut sets = vec![
         // AC-2a: the first non-NULL turn wins; a NULL is filled later.
@@ -276,7 +292,7 @@ pub(crate) fn upsert_subagent_from(d: Dialect, first: usize) -> String {
     )
 }
 
-pub(crate) fn upsert_session(d: Dialect) -> String {
+pub(crate) fn upsert_session(e: Engine) -> String {
     format!(
         "INSERT INTO task_sessions (id, task_id, acp_session_id, agent_execution_id, agent_command, cwd, started_at, completed_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, {}, {}, {})
@@ -287,13 +303,13 @@ pub(crate) fn upsert_session(d: Dialect) -> String {
            cwd = COALESCE(excluded.cwd, task_sessions.cwd),
            completed_at = COALESCE(excluded.completed_at, task_sessions.completed_at),
            updated_at = excluded.updated_at",
-        d.ts_param(7),
-        d.ts_param(8),
-        d.ts_param(9)
+        e.ts_param(7),
+        e.ts_param(8),
+        e.ts_param(9)
     )
 }
 
-pub(crate) fn upsert_turn(d: Dialect) -> String {
+pub(crate) fn upsert_turn(e: Engine) -> String {
     format!(
         "INSERT INTO task_session_turns (id, task_session_id, task_id, started_at, completed_at, stop_reason, updated_at)
          VALUES ($1, $2, $3, {}, {}, $6, {})
@@ -301,9 +317,9 @@ pub(crate) fn upsert_turn(d: Dialect) -> String {
            completed_at = COALESCE(task_session_turns.completed_at, excluded.completed_at),
            stop_reason = COALESCE(task_session_turns.stop_reason, excluded.stop_reason),
            updated_at = excluded.updated_at",
-        d.ts_param(4),
-        d.ts_param(5),
-        d.ts_param(7)
+        e.ts_param(4),
+        e.ts_param(5),
+        e.ts_param(7)
     )
 }
 
@@ -324,14 +340,14 @@ const MESSAGE_COLUMNS: [&str; 10] = [
 /// The parameters of [`upsert_message`].
 pub(crate) const MESSAGE_PARAMS: usize = MESSAGE_COLUMNS.len();
 
-/// `$first, $first+1, …` for `columns`, timestamps through the dialect's cast.
-fn placeholders(d: Dialect, columns: &[&str], first: usize) -> String {
+/// `$first, $first+1, …` for `columns`, timestamps through the engine's cast.
+fn placeholders(e: Engine, columns: &[&str], first: usize) -> String {
     columns
         .iter()
         .enumerate()
         .map(|(i, col)| {
             if col.ends_with("_at") {
-                d.ts_param(i + first)
+                e.ts_param(i + first)
             } else {
                 format!("${}", i + first)
             }
@@ -340,7 +356,7 @@ fn placeholders(d: Dialect, columns: &[&str], first: usize) -> String {
         .join(", ")
 }
 
-pub(crate) fn upsert_message(d: Dialect) -> String {
+pub(crate) fn upsert_message(e: Engine) -> String {
     format!(
         "INSERT INTO task_session_messages ({})
          VALUES ({})
@@ -351,7 +367,7 @@ pub(crate) fn upsert_message(d: Dialect) -> String {
            metadata = excluded.metadata,
            updated_at = excluded.updated_at",
         MESSAGE_COLUMNS.join(", "),
-        placeholders(d, &MESSAGE_COLUMNS, 1)
+        placeholders(e, &MESSAGE_COLUMNS, 1)
     )
 }
 
@@ -360,20 +376,20 @@ pub(crate) fn upsert_message(d: Dialect) -> String {
 /// `$11`…`$32` subagent; SQLite binds `$N` by name across the statements). One round
 /// trip through the driver's worker thread instead of two. PostgreSQL's extended
 /// protocol takes one statement per query, so it runs the two separately.
-pub(crate) fn upsert_message_then_subagent(d: Dialect) -> String {
+pub(crate) fn upsert_message_then_subagent(e: Engine) -> String {
     format!(
         "{};\n{}",
-        upsert_message(d),
-        upsert_subagent_from(d, MESSAGE_PARAMS + 1)
+        upsert_message(e),
+        upsert_subagent_from(e, MESSAGE_PARAMS + 1)
     )
 }
 
-pub(crate) fn select_subagents(d: Dialect, filter_column: &str) -> String {
+pub(crate) fn select_subagents(e: Engine, filter_column: &str) -> String {
     let cols = SUBAGENT_COLUMNS
         .iter()
         .map(|c| {
             if c.ends_with("_at") {
-                format!("{} AS {c}", d.ts_out(c))
+                format!("{} AS {c}", e.ts_out(c))
             } else {
                 (*c).to_owned()
             }
@@ -388,54 +404,54 @@ pub(crate) fn select_subagents(d: Dialect, filter_column: &str) -> String {
 
 /// The source predicate of the backfill and of the health shortfall (AC-21, AC-28):
 /// subagent tool-call messages with session, task and tool_call_id all non-empty.
-fn subagent_messages(d: Dialect, since_param: Option<usize>, require_identity: bool) -> String {
-    let doc = d.json_doc("m.metadata");
+fn subagent_messages(e: Engine, since_param: Option<usize>, require_identity: bool) -> String {
+    let doc = e.json_doc("m.metadata");
     let mut filters = vec![format!(
         "{} = 'subagent_task'",
-        d.json_text("md.doc", &["normalized", "kind"])
+        e.json_text("md.doc", &["normalized", "kind"])
     )];
     if require_identity {
         filters.push("md.task_session_id IS NOT NULL AND md.task_session_id <> ''".to_owned());
         filters.push("md.task_id IS NOT NULL AND md.task_id <> ''".to_owned());
         filters.push(format!(
             "{tc} IS NOT NULL AND {tc} <> ''",
-            tc = d.json_text("md.doc", &["tool_call_id"])
+            tc = e.json_text("md.doc", &["tool_call_id"])
         ));
     }
     if let Some(n) = since_param {
-        filters.push(format!("md.created_at >= {}", d.ts_param(n)));
+        filters.push(format!("md.created_at >= {}", e.ts_param(n)));
     }
     format!(
         "SELECT md.*, {tc} AS derived_tool_call_id FROM (SELECT m.*, {doc} AS doc FROM task_session_messages m) AS md WHERE {}",
         filters.join(" AND "),
-        tc = d.json_text("md.doc", &["tool_call_id"]),
+        tc = e.json_text("md.doc", &["tool_call_id"]),
     )
 }
 
 /// MAX(created_at) of the backfill source, as canonical text (NULL when none). Written
 /// as "newest first, one row" so both engines walk the created_at index backwards
 /// and stop at the first qualifying message instead of scanning every row.
-pub(crate) fn backfill_high_water(d: Dialect) -> String {
+pub(crate) fn backfill_high_water(e: Engine) -> String {
     format!(
         "SELECT {} AS high_water FROM ({}) AS src ORDER BY src.created_at DESC LIMIT 1",
-        d.ts_out("src.created_at"),
-        subagent_messages(d, None, true)
+        e.ts_out("src.created_at"),
+        subagent_messages(e, None, true)
     )
 }
 
 /// AC-21…AC-23a: one unbounded `INSERT … SELECT`, newest message per (session,
 /// tool_call_id) wins, live rows win (`DO NOTHING`).
-pub(crate) fn backfill_insert(d: Dialect) -> String {
+pub(crate) fn backfill_insert(e: Engine) -> String {
     let doc = "r.doc";
-    let st = |field: &str| d.json_text_or_null(doc, &["normalized", "subagent_task", field]);
+    let st = |field: &str| e.json_text_or_null(doc, &["normalized", "subagent_task", field]);
     let metric = |field: &str, zero_is_unreported: bool| {
-        d.json_metric(
+        e.json_metric(
             doc,
             &["normalized", "subagent_task", field],
             zero_is_unreported,
         )
     };
-    let tool_status = d.json_text_or_null(doc, &["status"]);
+    let tool_status = e.json_text_or_null(doc, &["status"]);
     let terminal = terminal_status_list();
     let select = [
         "r.id".to_owned(),
@@ -444,7 +460,7 @@ pub(crate) fn backfill_insert(d: Dialect) -> String {
         "NULLIF(r.turn_id, '')".to_owned(),
         "r.derived_tool_call_id".to_owned(),
         "'unknown'".to_owned(),
-        d.json_text_or_null(doc, &["parent_tool_call_id"]),
+        e.json_text_or_null(doc, &["parent_tool_call_id"]),
         st("subagent_type"),
         st("description"),
         st("agent_id"),
@@ -452,7 +468,7 @@ pub(crate) fn backfill_insert(d: Dialect) -> String {
         st("model"),
         st("status"),
         tool_status.clone(),
-        d.json_bool(doc, &["normalized", "subagent_task", "is_async"]),
+        e.json_bool(doc, &["normalized", "subagent_task", "is_async"]),
         metric("total_tokens", true),
         metric("tool_use_count", false),
         metric("duration_ms", true),
@@ -469,44 +485,44 @@ pub(crate) fn backfill_insert(d: Dialect) -> String {
          INSERT INTO task_session_subagents ({})
          SELECT {} FROM ranked r WHERE r.rn = 1
          ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO NOTHING",
-        subagent_messages(d, None, true),
+        subagent_messages(e, None, true),
         SUBAGENT_COLUMNS.join(", "),
         select.join(", ")
     )
 }
 
 /// AC-28 shortfall: subagent message keys since `$1` with no row since `$1` (alarms).
-pub(crate) fn health_shortfall(d: Dialect) -> String {
+pub(crate) fn health_shortfall(e: Engine) -> String {
     format!(
         "SELECT COUNT(*) AS n FROM (
            SELECT src.task_session_id, src.derived_tool_call_id FROM ({}) AS src
            EXCEPT
            SELECT s.task_session_id, s.tool_call_id FROM task_session_subagents s WHERE s.observed_at >= {}
          ) AS shortfall",
-        subagent_messages(d, Some(1), true),
-        d.ts_param(1)
+        subagent_messages(e, Some(1), true),
+        e.ts_param(1)
     )
 }
 
 /// AC-28 excess: row keys since `$1` with no subagent message since `$1` (never alarms).
-pub(crate) fn health_excess(d: Dialect) -> String {
+pub(crate) fn health_excess(e: Engine) -> String {
     format!(
         "SELECT COUNT(*) AS n FROM (
            SELECT s.task_session_id, s.tool_call_id FROM task_session_subagents s WHERE s.observed_at >= {}
            EXCEPT
            SELECT src.task_session_id, src.derived_tool_call_id FROM ({}) AS src
          ) AS excess",
-        d.ts_param(1),
-        subagent_messages(d, Some(1), false),
+        e.ts_param(1),
+        subagent_messages(e, Some(1), false),
     )
 }
 
 /// AC-29: the last write since activation.
-pub(crate) fn health_last_observed(d: Dialect) -> String {
+pub(crate) fn health_last_observed(e: Engine) -> String {
     format!(
         "SELECT {} AS last_observed FROM task_session_subagents WHERE observed_at >= {}",
-        d.ts_out("MAX(observed_at)"),
-        d.ts_param(1)
+        e.ts_out("MAX(observed_at)"),
+        e.ts_param(1)
     )
 }
 

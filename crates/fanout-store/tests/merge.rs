@@ -2,7 +2,9 @@
 //! against SQLite and PostgreSQL alike.
 
 use fanout_store::testing::{TestDb, session_record, turn_record};
-use fanout_store::{SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, both_engines};
+use fanout_store::{
+    SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, WriteOp, both_engines,
+};
 
 const TASK: &str = "task-1";
 
@@ -90,6 +92,7 @@ both_engines!(
     session_delete_cascades_turn_delete_does_not,
     reads_order_by_observed_then_tool_call_then_execution,
     eight_concurrent_same_key_upserts_make_one_row,
+    eight_concurrent_same_key_batches_make_one_row,
     concurrent_fan_outs_all_land,
 );
 
@@ -587,32 +590,41 @@ async fn reads_order_by_observed_then_tool_call_then_execution(db: TestDb) {
     assert_eq!(by_turn, expected);
 }
 
-async fn eight_concurrent_same_key_upserts_make_one_row(db: TestDb) {
-    let store = std::sync::Arc::new(store_with_session(&db, "s1").await);
-    let mut tasks = Vec::new();
-    for i in 0..8i64 {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut f = SubagentRecord {
-                turn_id: Some("s1-turn-1".into()),
-                description: Some(format!("d{i}")),
-                is_async: i == 3,
-                total_tokens: Some(100 + i),
-                tool_status: Some("in_progress".into()),
-                ..frame("s1", "toolu_race", 10 + i)
-            };
-            if i % 2 == 0 {
-                f = terminal(f, "completed");
-            }
-            store.upsert_subagent(&f).await
-        }));
+/// Rounds of the same-key race. Before the fix, on PostgreSQL, one round with the
+/// racers started one by one lost it in 6 of 200 runs; released together, every one of
+/// 20 runs of 100 rounds lost it, most within the first 10 rounds.
+const RACE_ROUNDS: usize = 100;
+const RACERS: i64 = 8;
+
+/// Frame `i` of the race on `tool_call_id`: every field differs per racer, half settle.
+fn racer(tool_call_id: &str, i: i64) -> SubagentRecord {
+    let f = SubagentRecord {
+        turn_id: Some("s1-turn-1".into()),
+        description: Some(format!("d{i}")),
+        is_async: i == 3,
+        total_tokens: Some(100 + i),
+        tool_status: Some("in_progress".into()),
+        ..frame("s1", tool_call_id, 10 + i)
+    };
+    if i % 2 == 0 {
+        terminal(f, "completed")
+    } else {
+        f
     }
-    for task in tasks {
-        task.await
-            .unwrap()
-            .expect("no upsert fails under contention");
-    }
-    let row = only_row(&store, "s1").await;
+}
+
+/// The one row of a raced key, checked against the merge rules whatever the order.
+fn assert_raced_row(rows: &[SubagentRow], tool_call_id: &str) {
+    let mine: Vec<&SubagentRow> = rows
+        .iter()
+        .filter(|r| r.tool_call_id == tool_call_id)
+        .collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "exactly one row for {tool_call_id}: {mine:#?}"
+    );
+    let row = mine[0];
     assert!(row.is_async, "sticky is_async survives any interleaving");
     assert_eq!(
         row.tool_status.as_deref(),
@@ -623,6 +635,56 @@ async fn eight_concurrent_same_key_upserts_make_one_row(db: TestDb) {
     assert!([t(10), t(12), t(14), t(16)].contains(&settled));
     assert_eq!(row.turn_id.as_deref(), Some("s1-turn-1"));
     assert!(row.total_tokens.is_some_and(|n| (100..108).contains(&n)));
+}
+
+/// AC-14: same-key frames race through the one upsert and make one row. On PostgreSQL
+/// the conflict clause arbitrates only the UNIQUE key, so racers that all find no row
+/// collide on the id primary key instead; no racer may fail for it.
+async fn eight_concurrent_same_key_upserts_make_one_row(db: TestDb) {
+    race_same_key(db, |store, record| async move {
+        store.upsert_subagent(&record).await
+    })
+    .await;
+}
+
+/// The same race through the group commit (one transaction per racer).
+async fn eight_concurrent_same_key_batches_make_one_row(db: TestDb) {
+    race_same_key(db, |store, record| async move {
+        store.write_batch(&[WriteOp::Subagent(&record)]).await
+    })
+    .await;
+}
+
+async fn race_same_key<F, Fut>(db: TestDb, write: F)
+where
+    F: Fn(std::sync::Arc<SqlStore>, SubagentRecord) -> Fut,
+    Fut: std::future::Future<Output = Result<(), fanout_store::StoreError>> + Send + 'static,
+{
+    let store = std::sync::Arc::new(store_with_session(&db, "s1").await);
+    for round in 0..RACE_ROUNDS {
+        let tool_call_id = format!("toolu_race_{round}");
+        // Released together, so the racers' inserts really overlap.
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(RACERS as usize));
+        let mut tasks = Vec::new();
+        for i in 0..RACERS {
+            let start = start.clone();
+            let write = write(store.clone(), racer(&tool_call_id, i));
+            tasks.push(tokio::spawn(async move {
+                start.wait().await;
+                write.await
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap().unwrap_or_else(|err| {
+                panic!("round {round}: no upsert fails under contention: {err}")
+            });
+        }
+    }
+    let rows = store.subagents_by_session("s1").await.expect("read");
+    assert_eq!(rows.len(), RACE_ROUNDS, "one row per raced key");
+    for round in 0..RACE_ROUNDS {
+        assert_raced_row(&rows, &format!("toolu_race_{round}"));
+    }
 }
 
 async fn concurrent_fan_outs_all_land(db: TestDb) {

@@ -43,6 +43,19 @@ async fn unreachable_server_is_named_without_its_password() {
 }
 
 #[tokio::test]
+async fn a_password_with_a_slash_never_reaches_the_message() {
+    // The unencoded `/` ends the authority for a URL parser, so the driver refuses the
+    // URL; the message names it, without any of the password.
+    let err = open_err("postgres://fanout:hunter/two@127.0.0.1:1/fanout").await;
+    assert!(err.contains("invalid database URL"), "{err}");
+    assert!(
+        err.contains("postgres://fanout:***@127.0.0.1:1/fanout"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter") && !err.contains("two"), "{err}");
+}
+
+#[tokio::test]
 async fn unwritable_sqlite_path_is_named() {
     let dir = tempfile::tempdir().unwrap();
     // A directory is never a writable database file, even for root.

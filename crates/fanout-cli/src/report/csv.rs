@@ -20,6 +20,8 @@
 
 use fanout_store::{FanoutReport, MetricStats, ReportScope};
 
+use crate::output::group_label;
+
 type Row = (&'static str, String, String);
 
 pub(super) fn render(report: &FanoutReport) -> String {
@@ -129,7 +131,7 @@ fn rows(report: &FanoutReport) -> Vec<Row> {
     }
     for (section, groups) in [("by_type", &report.by_type), ("by_model", &report.by_model)] {
         for group in groups {
-            push(section, group.label(), group.subagents.to_string());
+            push(section, group_label(group), group.subagents.to_string());
         }
     }
     for (section, stats) in [

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use fanout_store::{CountBy, FanoutReport, MetricStats};
 
 use super::{decimal, turns_summary, unknown_fanout_note};
-use crate::output::{backfill_through_label, capture_since_label};
+use crate::output::{
+    UNKNOWN_FANOUT_RULE, backfill_through_label, capture_since_label, group_label, scope_label,
+};
 
 const STYLE: &str = "
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #1d2430; }
@@ -36,7 +38,7 @@ const MARGIN_BOTTOM: f64 = 44.0;
 const MIN_LABEL_SPACING: f64 = 28.0;
 
 pub(super) fn page(report: &FanoutReport, database: &str) -> String {
-    let title = format!("fanout report: {}", report.scope);
+    let title = format!("fanout report: {}", scope_label(&report.scope));
     let mut body = String::new();
     let _ = write!(body, "<h1>{}</h1>", escape(&title));
     let activation = &report.activation;
@@ -74,7 +76,7 @@ fn fanout_section(body: &mut String, report: &FanoutReport) {
         body,
         "<p class=\"note\">{}</p><p class=\"note\">Rule: {}</p>",
         escape(&unknown_fanout_note(turns, "hatched")),
-        escape(turns.unknown.rule)
+        escape(UNKNOWN_FANOUT_RULE)
     );
 }
 
@@ -193,7 +195,7 @@ fn count_table(body: &mut String, groups: &[CountBy]) {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td class=\"bar\"><span style=\"width: {percent:.1}%\"></span></td></tr>",
-            escape(group.label()),
+            escape(group_label(group)),
             group.subagents
         );
     }

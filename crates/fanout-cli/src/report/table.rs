@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use fanout_store::{FanoutReport, MetricStats};
 
 use super::{decimal, turns_summary, unknown_fanout_note};
-use crate::output::{backfill_through_label, capture_since_label};
+use crate::output::{backfill_through_label, capture_since_label, group_label, scope_label};
 
 const DEFAULT_WIDTH: usize = 80;
 /// Narrower than this there is no room for a readable bar; wider lines are hard to read.
@@ -63,7 +63,11 @@ pub(super) fn render(report: &FanoutReport, database: &str, width: usize) -> Str
 }
 
 fn header(out: &mut String, report: &FanoutReport, database: &str, width: usize) {
-    line(out, &format!("fanout report: {}", report.scope), width);
+    line(
+        out,
+        &format!("fanout report: {}", scope_label(&report.scope)),
+        width,
+    );
     line(out, &format!("database          {database}"), width);
     let activation = &report.activation;
     line(
@@ -141,7 +145,7 @@ fn subagent_section(out: &mut String, report: &FanoutReport, width: usize) {
         }
         let bars: Vec<Bar> = groups
             .iter()
-            .map(|g| Bar::solid(g.label(), g.subagents))
+            .map(|g| Bar::solid(group_label(g), g.subagents))
             .collect();
         chart(out, "", "", &bars, width);
     }

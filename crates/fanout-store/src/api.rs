@@ -1,0 +1,35 @@
+//! The write seam: what the capture path needs from a store, and nothing else.
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::model::{MessageRecord, SessionRecord, SubagentRecord, TurnRecord};
+
+/// The write side of a store: the upserts capture and import drive. [`crate::SqlStore`]
+/// implements it on both engines; a wrapper (the proxy's store that may be missing, a
+/// test's store whose writes fail) implements only these five methods. Everything else
+/// a store does (reads, deletes, migrations, health, counts, the report) is an inherent
+/// method of [`crate::SqlStore`].
+#[async_trait]
+pub trait Store: Send + Sync {
+    async fn upsert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    async fn upsert_turn(&self, turn: &TurnRecord) -> Result<(), StoreError>;
+    async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError>;
+    /// The one-statement merge of AC-1…AC-16, AC-30…AC-32.
+    async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError>;
+    /// Group commit: runs `ops` in order, each through the same one statement as its
+    /// single-record method above (the merge rules unchanged, no read-then-write), on
+    /// ONE writer connection inside ONE transaction. All of them commit or none does:
+    /// on `Err` nothing of the batch is written, and a caller that needs per-record
+    /// outcomes retries record by record. Returns once the batch is committed.
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError>;
+}
+
+/// One record of a [`Store::write_batch`].
+#[derive(Clone, Copy, Debug)]
+pub enum WriteOp<'a> {
+    Session(&'a SessionRecord),
+    Turn(&'a TurnRecord),
+    Message(&'a MessageRecord),
+    Subagent(&'a SubagentRecord),
+}

@@ -1,0 +1,304 @@
+//! The write path: the hot-path statements, their binds (where the value rules the
+//! store enforces on its own are applied again), the single-record upserts and the
+//! group commit.
+
+use uuid::Uuid;
+
+use crate::api::WriteOp;
+use crate::error::StoreError;
+use crate::exec::{Pools, retry_lost_insert_race, with_writer};
+use crate::model::*;
+use crate::sql;
+use crate::time::Timestamp;
+
+/// Namespace for deterministic subagent row ids (UUID v5).
+const SUBAGENT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c3b_8a4e_4f5a_9b0c_7d6e_5f4a_3b21);
+
+/// The deterministic id of a live subagent row: re-import never duplicates.
+pub fn subagent_row_id(
+    task_session_id: &str,
+    agent_execution_id: &str,
+    tool_call_id: &str,
+) -> String {
+    let name = format!("{task_session_id}\u{1f}{agent_execution_id}\u{1f}{tool_call_id}");
+    Uuid::new_v5(&SUBAGENT_ID_NAMESPACE, name.as_bytes()).to_string()
+}
+
+/// The hot-path statements, generated once per store (they are also sqlx's
+/// prepared-statement cache keys).
+pub(crate) struct Statements {
+    upsert_session: String,
+    upsert_turn: String,
+    upsert_message: String,
+    pub(crate) upsert_subagent: String,
+    /// SQLite only (see [`sql::upsert_message_then_subagent`]).
+    message_then_subagent: Option<String>,
+}
+
+impl Statements {
+    pub(crate) fn new(e: Engine) -> Self {
+        Statements {
+            upsert_session: sql::upsert_session(e),
+            upsert_turn: sql::upsert_turn(e),
+            upsert_message: sql::upsert_message(e),
+            upsert_subagent: sql::upsert_subagent(e),
+            message_then_subagent: (e == Engine::Sqlite)
+                .then(|| sql::upsert_message_then_subagent(e)),
+        }
+    }
+}
+
+/// The bind values of one subagent upsert that are computed rather than read.
+struct SubagentBinds<'a> {
+    r: &'a SubagentRecord,
+    id: String,
+    execution: &'a str,
+    observed_at: String,
+    settled_at: Option<String>,
+    updated_at: String,
+}
+
+impl<'a> SubagentBinds<'a> {
+    fn new(r: &'a SubagentRecord) -> Self {
+        let execution = non_empty(&r.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION);
+        let now = Timestamp::now();
+        let observed_at = r.observed_at.unwrap_or(now);
+        SubagentBinds {
+            r,
+            id: subagent_row_id(&r.task_session_id, execution, &r.tool_call_id),
+            execution,
+            observed_at: observed_at.canonical(),
+            settled_at: r.settled_at.map(|t| t.canonical()),
+            updated_at: observed_at.max(now).canonical(),
+        }
+    }
+}
+
+/// Appends the binds of [`sql::upsert_session`] to `$query`.
+macro_rules! bind_session {
+    ($query:expr, $s:expr) => {{
+        let s: &SessionRecord = $s;
+        $query
+            .bind(&s.id)
+            .bind(&s.task_id)
+            .bind(non_empty(&s.acp_session_id))
+            .bind(non_empty(&s.agent_execution_id))
+            .bind(non_empty(&s.agent_command))
+            .bind(non_empty(&s.cwd))
+            .bind(s.started_at.canonical())
+            .bind(s.completed_at.map(|t| t.canonical()))
+            .bind(s.updated_at.canonical())
+    }};
+}
+
+/// Appends the binds of [`sql::upsert_turn`] to `$query`.
+macro_rules! bind_turn {
+    ($query:expr, $t:expr) => {{
+        let t: &TurnRecord = $t;
+        $query
+            .bind(&t.id)
+            .bind(&t.task_session_id)
+            .bind(&t.task_id)
+            .bind(t.started_at.canonical())
+            .bind(t.completed_at.map(|x| x.canonical()))
+            .bind(non_empty(&t.stop_reason))
+            .bind(t.updated_at.canonical())
+    }};
+}
+
+/// Appends the [`sql::MESSAGE_PARAMS`] binds of [`sql::upsert_message`] to `$query`.
+macro_rules! bind_message {
+    ($query:expr, $m:expr) => {{
+        let m: &MessageRecord = $m;
+        $query
+            .bind(&m.id)
+            .bind(&m.task_session_id)
+            .bind(non_empty(&m.task_id))
+            .bind(non_empty(&m.turn_id))
+            .bind(non_empty(&m.author_type))
+            .bind(non_empty(&m.message_type))
+            .bind(non_empty(&m.content))
+            .bind(&m.metadata)
+            .bind(m.created_at.canonical())
+            .bind(m.updated_at.canonical())
+    }};
+}
+
+/// Appends the binds of [`sql::upsert_subagent`] to `$query`.
+macro_rules! bind_subagent {
+    ($query:expr, $b:expr) => {{
+        let b: &SubagentBinds<'_> = $b;
+        let r = b.r;
+        $query
+            .bind(&b.id)
+            .bind(&r.task_session_id)
+            .bind(&r.task_id)
+            .bind(non_empty(&r.turn_id))
+            .bind(&r.tool_call_id)
+            .bind(b.execution)
+            .bind(non_empty(&r.parent_tool_call_id))
+            .bind(non_empty(&r.subagent_type))
+            .bind(non_empty(&r.description))
+            .bind(non_empty(&r.agent_id))
+            .bind(non_empty(&r.child_session_id))
+            .bind(non_empty(&r.model))
+            .bind(non_empty(&r.agent_status))
+            .bind(non_empty(&r.tool_status))
+            .bind(i64::from(r.is_async))
+            .bind(metric(r.total_tokens, true))
+            .bind(metric(r.tool_use_count, false))
+            .bind(metric(r.duration_ms, true))
+            .bind(Source::Live.as_str())
+            .bind(&b.observed_at)
+            .bind(&b.settled_at)
+            .bind(&b.updated_at)
+    }};
+}
+
+fn non_empty(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
+}
+
+/// A metric as the contract stores it: negative is NULL (AC-9), and 0 is NULL where 0
+/// means "not reported" (AC-7a).
+fn metric(value: Option<i64>, zero_is_unreported: bool) -> Option<i64> {
+    value.filter(|v| *v > 0 || (*v == 0 && !zero_is_unreported))
+}
+
+pub(crate) async fn upsert_session(
+    pools: &Pools,
+    st: &Statements,
+    s: &SessionRecord,
+) -> Result<(), StoreError> {
+    with_writer!(pools, pool => bind_session!(sqlx::query(&st.upsert_session), s)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::query("session upsert")))
+}
+
+pub(crate) async fn upsert_turn(
+    pools: &Pools,
+    st: &Statements,
+    t: &TurnRecord,
+) -> Result<(), StoreError> {
+    with_writer!(pools, pool => bind_turn!(sqlx::query(&st.upsert_turn), t)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::query("turn upsert")))
+}
+
+pub(crate) async fn upsert_message(
+    pools: &Pools,
+    st: &Statements,
+    m: &MessageRecord,
+) -> Result<(), StoreError> {
+    with_writer!(pools, pool => bind_message!(sqlx::query(&st.upsert_message), m)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::query("message upsert")))
+}
+
+pub(crate) async fn upsert_subagent(
+    pools: &Pools,
+    st: &Statements,
+    r: &SubagentRecord,
+) -> Result<(), StoreError> {
+    let binds = SubagentBinds::new(r);
+    retry_lost_insert_race(|| async {
+        with_writer!(pools, pool => bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(StoreError::query("subagent upsert")))
+    })
+    .await
+}
+
+/// One acquire of the writer connection, `BEGIN`, the statements, `COMMIT`. What a
+/// statement costs through sqlx is mostly its round trip to the connection's worker
+/// thread (SQLite) or the server (PostgreSQL), and outside a transaction each statement
+/// is also its own commit; a batch pays the acquire and the commit once. On SQLite a
+/// message upsert directly followed by a subagent upsert (one tool frame) goes as one
+/// two-statement query, so a frame costs one round trip. Any error drops the
+/// transaction, which rolls it back: all or nothing. A batch that lost an insert race
+/// runs again whole ([`retry_lost_insert_race`]).
+pub(crate) async fn write_batch(
+    pools: &Pools,
+    st: &Statements,
+    ops: &[WriteOp<'_>],
+) -> Result<(), StoreError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    retry_lost_insert_race(|| write_batch_once(pools, st, ops)).await
+}
+
+async fn write_batch_once(
+    pools: &Pools,
+    st: &Statements,
+    ops: &[WriteOp<'_>],
+) -> Result<(), StoreError> {
+    with_writer!(pools, pool => {
+        let mut tx = pool.begin().await.map_err(StoreError::query("batch begin"))?;
+        let mut i = 0;
+        while i < ops.len() {
+            let pair = match (ops[i], ops.get(i + 1), &st.message_then_subagent) {
+                (WriteOp::Message(m), Some(WriteOp::Subagent(r)), Some(both)) => {
+                    Some((m, *r, both))
+                }
+                _ => None,
+            };
+            if let Some((m, r, both)) = pair {
+                let binds = SubagentBinds::new(r);
+                bind_subagent!(bind_message!(sqlx::query(both), m), &binds)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("message and subagent upsert"))?;
+                i += 2;
+                continue;
+            }
+            match ops[i] {
+                WriteOp::Session(s) => bind_session!(sqlx::query(&st.upsert_session), s)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("session upsert"))?,
+                WriteOp::Turn(t) => bind_turn!(sqlx::query(&st.upsert_turn), t)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("turn upsert"))?,
+                WriteOp::Message(m) => bind_message!(sqlx::query(&st.upsert_message), m)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("message upsert"))?,
+                WriteOp::Subagent(r) => {
+                    let binds = SubagentBinds::new(r);
+                    bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("subagent upsert"))?
+                }
+            };
+            i += 1;
+        }
+        tx.commit().await.map_err(StoreError::query("batch commit"))
+    })
+}
+
+/// Deletes a session and (by cascade) its turns, messages and subagent rows.
+pub(crate) async fn delete_session(pools: &Pools, session_id: &str) -> Result<u64, StoreError> {
+    pools
+        .execute("DELETE FROM task_sessions WHERE id = $1", &[session_id])
+        .await
+        .map_err(StoreError::query("session delete"))
+}
+
+/// Deletes a turn and its messages; subagent rows keep their turn_id (AC-16).
+pub(crate) async fn delete_turn(pools: &Pools, turn_id: &str) -> Result<u64, StoreError> {
+    pools
+        .execute("DELETE FROM task_session_turns WHERE id = $1", &[turn_id])
+        .await
+        .map_err(StoreError::query("turn delete"))
+}
