@@ -51,10 +51,12 @@
 //! shared with the reference agent that writes it; it is derived, but each field is
 //! read through the same lenient rules, so a wrong type still reads as absent.
 
-mod codex;
 mod dialect;
 mod event;
 mod fanout_subagent;
+#[cfg(feature = "testing")]
+pub mod fixtures;
+mod frame;
 mod framing;
 mod json;
 mod jsonrpc;

@@ -79,12 +79,6 @@ pub(crate) struct SubagentResult {
 }
 
 impl SubagentTask {
-    pub(crate) fn from_inputs(inputs: SubagentInputs) -> Self {
-        let mut task = Self::default();
-        task.fill_inputs(&inputs);
-        task
-    }
-
     /// Later inputs only fill what is still empty.
     pub(crate) fn fill_inputs(&mut self, inputs: &SubagentInputs) {
         fill_text(&mut self.description, inputs.description.as_deref());
@@ -119,19 +113,6 @@ impl SubagentTask {
         {
             self.result_text = Some(text.to_owned());
         }
-    }
-
-    /// Merges a Claude result object (`toolResponse` on the wire, `toolUseResult` in
-    /// Claude Code's own logs) by the Claude rule of DESIGN 3.3, exactly as a live frame
-    /// carrying it would; its `description` and `prompt` only fill empty inputs.
-    pub fn merge_claude_result(&mut self, response: &serde_json::Map<String, serde_json::Value>) {
-        let field = |key: &str| crate::json::text(response.get(key)).map(str::to_owned);
-        self.fill_inputs(&SubagentInputs {
-            description: field("description"),
-            prompt: field("prompt"),
-            subagent_type: None,
-        });
-        self.merge_result(&crate::dialect::claude_response(response));
     }
 
     /// Replaces the agent status when the new one is non-empty.
@@ -199,7 +180,8 @@ mod tests {
 
     #[test]
     fn merge_never_blanks_and_follows_per_field_rules() {
-        let mut task = SubagentTask::from_inputs(SubagentInputs {
+        let mut task = SubagentTask::default();
+        task.fill_inputs(&SubagentInputs {
             description: Some("d".into()),
             ..SubagentInputs::default()
         });
@@ -248,7 +230,8 @@ mod tests {
 
     #[test]
     fn later_inputs_only_fill_empty_fields() {
-        let mut task = SubagentTask::from_inputs(SubagentInputs {
+        let mut task = SubagentTask::default();
+        task.fill_inputs(&SubagentInputs {
             description: Some("first".into()),
             prompt: None,
             subagent_type: Some(String::new()),

@@ -342,28 +342,32 @@ fn acp_native_subagent_update() {
         wire_session_id: "child-native-1".into(),
         update_kind: "agent_message_chunk".into(),
         parent_tool_call_id: Some("child-native-1".into()),
+        usage: None,
     }));
 }
 
-/// Transcripts recorded from real agents run offline (opencode, codex-acp 2.x with and
-/// without `clientCapabilities.subagents`) give the rows their README derives from
-/// DESIGN 3.3. The fixtures live with the capture crate, which imports them end to end.
+/// Transcripts recorded from real agents run offline give, at the tracker, the rows their
+/// hand-written `<name>.expected.json` derives from DESIGN 3.3/3.6 (placeholders resolved
+/// from the transcript). The fixtures live with the capture crate, which imports them end
+/// to end into both engines.
 #[test]
 fn real_agent_transcripts_give_their_expected_rows() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/real");
-    let expected: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
-    let files = expected.as_object().unwrap();
-    assert!(
-        files.len() >= 3,
-        "opencode and codex with and without subagents"
-    );
-    for (file, rows_expected) in files {
-        let events = replay_file(&dir.join(file));
-        let rows = subagent_rows(&events);
-        let rows_expected = rows_expected.as_array().unwrap();
-        assert_eq!(rows.len(), rows_expected.len(), "{file}: {:?}", ids(&rows));
-        for want in rows_expected {
+    let files = fanout_acp::fixtures::expected_files(&dir).unwrap();
+    assert!(files.len() >= 45, "every recorded fixture");
+    for path in files {
+        let expected = fanout_acp::fixtures::Expected::load(&path).unwrap();
+        let transcript = expected.transcript_path().unwrap();
+        let resolved = expected
+            .resolve(
+                &fanout_acp::fixtures::Transcript::read(&transcript).unwrap(),
+                None,
+            )
+            .unwrap();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let rows = subagent_rows(&replay_file(&transcript));
+        assert_eq!(rows.len(), resolved.rows.len(), "{file}: {:?}", ids(&rows));
+        for want in &resolved.rows {
             let id = want["tool_call_id"].as_str().unwrap();
             let row = rows
                 .get(id)
@@ -380,9 +384,10 @@ fn real_agent_transcripts_give_their_expected_rows() {
                 "agent_status": row.task.status,
                 "tool_status": row.tool_status,
                 "settled": row.tool_status.as_deref().is_some_and(fanout_acp::is_terminal_tool_status),
-                "total_tokens": row.task.total_tokens,
+                "is_async": i64::from(row.task.is_async),
+                "total_tokens": row.task.total_tokens.filter(|n| *n > 0),
                 "tool_use_count": row.task.tool_use_count,
-                "duration_ms": row.task.duration_ms,
+                "duration_ms": row.task.duration_ms.filter(|n| *n > 0),
             });
             for (column, value) in got.as_object().unwrap() {
                 assert_eq!(value, &want[column], "{file} {id}: {column}");

@@ -291,6 +291,7 @@ fn unknown_methods_and_update_kinds_pass_over() {
             wire_session_id: "s1".into(),
             update_kind: "brand_new_kind".into(),
             parent_tool_call_id: None,
+            usage: None,
         }]
     );
     let events = wire.update("s1", json!({"noKind": true}));
@@ -1036,6 +1037,7 @@ fn native_grandchild_nests_under_the_child_row() {
             wire_session_id: "grandkid".into(),
             update_kind: "agent_thought_chunk".into(),
             parent_tool_call_id: Some("grandkid".into()),
+            usage: None,
         }]
     );
 }
@@ -1119,7 +1121,10 @@ fn fanout_call_for_an_already_announced_child_enriches_that_row() {
     let mut wire = Wire::new();
     wire.update(
         "p",
-        announce("child-1", json!({"state": {"state": "running"}})),
+        announce(
+            "child-1",
+            json!({"description": "Explore", "state": {"state": "running"}}),
+        ),
     );
     let events = wire.update("p", fanout_call("tc-1", "child-1"));
     let frames = tools(&events);

@@ -279,7 +279,9 @@ async fn acp_native(db: TestDb) {
     assert_eq!(row.description.as_deref(), Some("Reviews the diff"));
     assert_eq!(row.agent_status.as_deref(), Some("idle"));
     assert_eq!(row.tool_status.as_deref(), Some("completed"));
-    assert_eq!(row.settled_at, Some(at("2026-08-03T15:32:22.5Z")));
+    // DESIGN 3.6: `idle` (end_turn) ends the work cycle and settles it, before spawn-1's
+    // own `completed` (first terminal wins).
+    assert_eq!(row.settled_at, Some(at("2026-08-03T15:32:22.25Z")));
     // The child's traffic belongs to the parent session: no session row of its own.
     assert_eq!(count(&db.url, "task_sessions").await, 1);
     reimport_changes_nothing(&db, &store, "acp-native.transcript.jsonl").await;
