@@ -395,3 +395,161 @@ fn real_agent_transcripts_give_their_expected_rows() {
         }
     }
 }
+
+#[test]
+fn qwen_foreground_and_background() {
+    let events = replay("qwen.transcript.jsonl");
+    session_and_turn(&events, "qw-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(
+        ids(&rows),
+        ["call_bg", "call_fg"],
+        "the child's read is no row"
+    );
+    assert_eq!(
+        rows["call_fg"].task,
+        SubagentTask {
+            description: "Review the parser".into(),
+            prompt: "Review src/parser.rs".into(),
+            subagent_type: "reviewer".into(),
+            status: Some("completed".into()),
+            duration_ms: Some(1813),
+            total_tokens: Some(230),
+            tool_use_count: Some(1),
+            ..SubagentTask::default()
+        }
+    );
+    let background = &rows["call_bg"];
+    assert_eq!(background.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        background.task.status.as_deref(),
+        Some("completed"),
+        "the backgroundTask end"
+    );
+    assert!(background.task.is_async);
+    let read = tool_frames(&events)
+        .into_iter()
+        .rfind(|frame| frame.tool_call_id == "call_child_read")
+        .unwrap();
+    assert_eq!(read.parent_tool_call_id.as_deref(), Some("call_fg"));
+}
+
+#[test]
+fn gemini_launch_and_lone_denial() {
+    let events = replay("gemini.transcript.jsonl");
+    session_and_turn(&events, "gm-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["invoke_agent__call_1", "invoke_agent__call_2"]);
+    assert_eq!(
+        rows["invoke_agent__call_1"].task.subagent_type,
+        "codebase_investigator"
+    );
+    assert_eq!(
+        rows["invoke_agent__call_1"].tool_status.as_deref(),
+        Some("completed")
+    );
+    assert_eq!(rows["invoke_agent__call_2"].task, SubagentTask::default());
+    assert_eq!(
+        rows["invoke_agent__call_2"].tool_status.as_deref(),
+        Some("failed")
+    );
+}
+
+#[test]
+fn copilot_tasks_titled_task_background_and_unsettled() {
+    let events = replay("copilot.transcript.jsonl");
+    session_and_turn(&events, "cp-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(ids(&rows), ["call_task_1", "call_task_2", "call_task_3"]);
+    let first = &rows["call_task_1"];
+    assert_eq!(first.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        first.task,
+        SubagentTask {
+            description: "Check the tests".into(),
+            prompt: "Run the tests and report".into(),
+            subagent_type: "general-purpose".into(),
+            result_text: Some("All tests pass.".into()),
+            ..SubagentTask::default()
+        }
+    );
+    assert!(rows["call_task_2"].task.is_async);
+    assert_eq!(rows["call_task_3"].tool_status.as_deref(), Some("pending"));
+}
+
+#[test]
+fn claude_subagent_sessions_cycles_nesting_and_hand_backs() {
+    let events = replay("claude-subagents.transcript.jsonl");
+    session_and_turn(&events, "cl-1");
+    let rows = subagent_rows(&events);
+    let (a, nested) = ("a7f3c2d1e0b4a5c6", "b1b2b3b4b5b6b7b8");
+    let second = format!("{a}#2");
+    assert_eq!(ids(&rows), [a, second.as_str(), nested]);
+    let first = &rows[a];
+    assert_eq!(first.tool_status.as_deref(), Some("completed"));
+    assert_eq!(first.parent_tool_call_id, None);
+    assert_eq!(
+        first.task,
+        SubagentTask {
+            description: "Review the diff".into(),
+            subagent_type: "code-reviewer".into(),
+            status: Some("idle".into()),
+            agent_id: Some(a.into()),
+            child_session_id: Some(a.into()),
+            result_text: Some("VERDICT: APPROVE".into()),
+            ..SubagentTask::default()
+        }
+    );
+    let again = &rows[&second];
+    assert_eq!(again.tool_status.as_deref(), Some("cancelled"));
+    assert_eq!(again.task.child_session_id.as_deref(), Some(a));
+    assert_eq!(again.task.status.as_deref(), Some("idle"));
+    assert_eq!(again.task.result_text, None);
+    let inner = &rows[nested];
+    assert_eq!(inner.parent_tool_call_id.as_deref(), Some(a));
+    assert_eq!(inner.acp_session_id, "cl-1");
+    assert_eq!(inner.task.result_text.as_deref(), Some("tests pass"));
+    let bash = tool_frames(&events)
+        .into_iter()
+        .rfind(|frame| frame.tool_call_id == "toolu_BASH")
+        .unwrap();
+    assert_eq!(
+        bash.parent_tool_call_id.as_deref(),
+        Some(a),
+        "under the child's row"
+    );
+}
+
+#[test]
+fn fanout_reference_agent_owns_its_child() {
+    let events = replay("fanout.transcript.jsonl");
+    session_and_turn(&events, "fa-1");
+    let rows = subagent_rows(&events);
+    assert_eq!(
+        ids(&rows),
+        ["toolu_sub_1"],
+        "the announced child is no second row"
+    );
+    let row = &rows["toolu_sub_1"];
+    assert_eq!(row.tool_status.as_deref(), Some("completed"));
+    assert_eq!(
+        row.task,
+        SubagentTask {
+            description: "List the crates".into(),
+            prompt: "List every crate".into(),
+            subagent_type: "explorer".into(),
+            status: Some("completed".into()),
+            model: Some("fixture-model".into()),
+            child_session_id: Some("019a0000-0000-7000-8000-00000000c0de".into()),
+            duration_ms: Some(900),
+            total_tokens: Some(1346),
+            tool_use_count: Some(1),
+            ..SubagentTask::default()
+        }
+    );
+    let listed = tool_frames(&events)
+        .into_iter()
+        .rfind(|frame| frame.tool_call_id == "toolu_ls")
+        .unwrap();
+    assert_eq!(listed.parent_tool_call_id.as_deref(), Some("toolu_sub_1"));
+}

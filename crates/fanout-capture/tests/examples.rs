@@ -287,18 +287,18 @@ async fn acp_native(db: TestDb) {
     reimport_changes_nothing(&db, &store, "acp-native.transcript.jsonl").await;
 }
 
-/// All six at once, through a directory walk: exactly the README's 8 rows.
+/// All eleven at once, through a directory walk: exactly the README's 19 rows.
 async fn whole_directory(db: TestDb) {
     let store = open(&db).await;
     let dir = examples_dir();
     let summary = import_paths(as_store(&store), std::slice::from_ref(&dir), &NoProgress).await;
     assert!(!summary.has_failures(), "{summary:#?}");
     let totals = summary.totals();
-    assert_eq!(totals.files, 6);
-    assert_eq!(totals.subagent_rows, 8);
-    assert_eq!(totals.sessions, 6);
-    assert_eq!(totals.turns, 6);
-    assert_eq!(count(&db.url, "task_session_subagents").await, 8);
+    assert_eq!(totals.files, 11);
+    assert_eq!(totals.subagent_rows, 19);
+    assert_eq!(totals.sessions, 11);
+    assert_eq!(totals.turns, 11);
+    assert_eq!(count(&db.url, "task_session_subagents").await, 19);
     let before = dump_all(&db.url).await;
     let again = import_paths(as_store(&store), &[dir], &NoProgress).await;
     assert!(!again.has_failures());
