@@ -43,6 +43,8 @@ mod capture;
 mod counters;
 mod ids;
 pub mod import;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use capture::{Capture, CaptureConfig, CaptureStats};
