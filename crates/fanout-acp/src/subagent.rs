@@ -12,31 +12,44 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SubagentTask {
+    /// What the launch says the subagent is for.
     pub description: String,
+    /// The prompt it was given.
     pub prompt: String,
+    /// Its type (agent definition).
     pub subagent_type: String,
     /// The agent's own status (open vocabulary: `running`, `completed`, `async_launched`,
     /// `idle`, …), not the tool status.
     #[serde(skip_serializing_if = "is_blank")]
     pub status: Option<String>,
+    /// The agent's own id for the subagent (Claude's `agentId`).
     #[serde(skip_serializing_if = "is_blank")]
     pub agent_id: Option<String>,
+    /// The model it ran on.
     #[serde(skip_serializing_if = "is_blank")]
     pub model: Option<String>,
+    /// Its session (or thread) id.
     #[serde(skip_serializing_if = "is_blank")]
     pub child_session_id: Option<String>,
+    /// Its wall time in milliseconds, as reported.
     #[serde(skip_serializing_if = "is_unreported")]
     pub duration_ms: Option<i64>,
+    /// Its tokens, as reported.
     #[serde(skip_serializing_if = "is_unreported")]
     pub total_tokens: Option<i64>,
+    /// Its tool calls, when reported (0 included).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_use_count: Option<i64>,
+    /// Its result as the agent reports it (message metadata only, never a row).
     #[serde(skip_serializing_if = "is_blank")]
     pub result_text: Option<String>,
+    /// It runs in the background.
     #[serde(skip_serializing_if = "is_false")]
     pub is_async: bool,
+    /// Where its output goes (Claude's background `outputFile`).
     #[serde(skip_serializing_if = "is_blank")]
     pub output_file: Option<String>,
+    /// The parent may read that file.
     #[serde(skip_serializing_if = "is_false")]
     pub can_read_output_file: bool,
 }

@@ -84,6 +84,7 @@ pub const WORDS: &[&str] = &[
     "s1#2",
 ];
 
+/// Keys that mean something to some dialect, so random objects hit real branches.
 pub const KEYS: &[&str] = &[
     "jsonrpc",
     "id",
