@@ -307,6 +307,11 @@ fn patch_semantics_absent_unchanged_null_clears_value_replaces() {
         ),
     ));
     assert_eq!(task(&row).description, "Reviews the diff");
+    assert_eq!(
+        row.title.as_deref(),
+        Some("Reviewer"),
+        "the message's title"
+    );
     let unchanged = one_tool(&wire.update("p", announce("kid", json!({"title": "Other"}))));
     assert_eq!(
         task(&unchanged).description,

@@ -350,13 +350,15 @@ impl Tracker {
         } else if is_native {
             // Like a tool frame without a session: reported, never accumulated, so the
             // writer counts the missing identity (AC-2).
-            out.push(match native::unkeyed_native_frame(kind, update) {
-                Some(frame) => TrackerEvent::Tool(Box::new(frame)),
-                None => TrackerEvent::Ignored {
-                    direction: Direction::AgentToClient,
-                    reason: IgnoredReason::MissingSessionId,
+            out.push(
+                match native::unkeyed_native_frame(kind, update, self.rules.native_fields()) {
+                    Some(frame) => TrackerEvent::Tool(Box::new(frame)),
+                    None => TrackerEvent::Ignored {
+                        direction: Direction::AgentToClient,
+                        reason: IgnoredReason::MissingSessionId,
+                    },
                 },
-            });
+            );
             return;
         } else if !is_tool {
             // Tool frames still go out so the writer can count the missing identity.

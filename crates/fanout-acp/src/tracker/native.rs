@@ -280,8 +280,11 @@ impl Tracker {
             cycles.open = false;
         }
         if let Some(entry) = row.entries.get_mut(&link.row_id) {
-            if patches_fields && let Some(subagent) = entry.subagent.as_mut() {
-                cycles.meta.apply_to(&mut subagent.task, fields, child);
+            if patches_fields {
+                entry.title.clone_from(&cycles.meta.title);
+                if let Some(subagent) = entry.subagent.as_mut() {
+                    cycles.meta.apply_to(&mut subagent.task, fields, child);
+                }
             }
             let status = state.and_then(|state| apply_state(entry, state));
             if starts || patches_fields || state.is_some() {
@@ -447,6 +450,8 @@ fn new_cycle_row(
     meta.apply_to(&mut task, fields, child);
     let mut entry = ToolEntry::new(id.clone(), key);
     entry.parent = route.nesting_parent.clone();
+    // The message row's title: the update's own, whatever it maps to.
+    entry.title.clone_from(&meta.title);
     entry.subagent = Some(Subagent {
         dialect: Dialect::AcpNative,
         task,
@@ -479,7 +484,11 @@ fn ignore(out: &mut Vec<TrackerEvent>, reason: IgnoredReason) {
 /// A subagent update announcing a child without naming the parent session: reported
 /// (so the writer counts the missing identity), never accumulated; its row id would be
 /// the child session id.
-pub(super) fn unkeyed_native_frame(kind: &str, update: &Value) -> Option<ToolFrame> {
+pub(super) fn unkeyed_native_frame(
+    kind: &str,
+    update: &Value,
+    fields: NativeFields,
+) -> Option<ToolFrame> {
     let read = SubagentUpdate::read(kind, update)?;
     let child = read.child?;
     let mut meta = NativeMeta::default();
@@ -488,7 +497,7 @@ pub(super) fn unkeyed_native_frame(kind: &str, update: &Value) -> Option<ToolFra
         child_session_id: Some(child.to_owned()),
         ..SubagentTask::default()
     };
-    meta.apply_to(&mut task, NativeFields::Protocol, child);
+    meta.apply_to(&mut task, fields, child);
     if let Patch::Set(state) = read.state {
         task.set_status(Some(state.name));
     }
@@ -498,7 +507,7 @@ pub(super) fn unkeyed_native_frame(kind: &str, update: &Value) -> Option<ToolFra
         wire_tool_call_id: child.to_owned(),
         wire_session_id: String::new(),
         parent_tool_call_id: None,
-        title: None,
+        title: meta.title,
         kind: None,
         tool_status: None,
         last_tool_status: None,
