@@ -18,7 +18,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use fanout_store::testing::in_ci;
+use fanout_types::in_ci;
 use proxy_support::{
     Running, fanout, only_transcript, sqlite_texts, transcript_lines, write_script,
 };

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use fanout_sessionlog::Timestamp;
+use fanout_types::Timestamp;
 use tokio::net::TcpListener;
 
 use crate::exposition::{render_expvar, render_prometheus};

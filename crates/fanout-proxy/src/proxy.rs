@@ -268,8 +268,8 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
                 task_id: task_id.clone(),
                 agent_command: agent_command.clone(),
                 pid: std::process::id(),
-                started_at: stats_time(started_at),
-                updated_at: stats_time(started_at),
+                started_at,
+                updated_at: started_at,
                 finished: false,
                 metrics: Default::default(),
             },
@@ -390,7 +390,7 @@ struct StatsWriter {
 
 impl StatsWriter {
     fn write_now(&mut self) {
-        self.file.updated_at = fanout_sessionlog::Timestamp::now();
+        self.file.updated_at = Timestamp::now();
         self.file.metrics = self.registry.snapshot();
         if let Err(error) = self.file.write(&self.dir) {
             tracing::debug!(dir = %self.dir.display(), %error, "cannot write the stats file");
@@ -403,11 +403,4 @@ impl StatsWriter {
             tokio::time::sleep(interval).await;
         }
     }
-}
-
-/// `at` as the stats file's timestamp type (fanout-sessionlog's; the rows use the
-/// store's, the same instant in the same text form).
-fn stats_time(at: Timestamp) -> fanout_sessionlog::Timestamp {
-    fanout_sessionlog::Timestamp::from_micros(at.unix_micros())
-        .unwrap_or_else(fanout_sessionlog::Timestamp::now)
 }

@@ -16,7 +16,7 @@ use fanout_store::Timestamp;
 use serde::Serialize;
 
 use crate::error::ProxyError;
-use crate::paths::{create_private_dir, private_new_file};
+use fanout_types::{create_private_dir, private_open_options};
 
 pub use fanout_capture::import::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 
@@ -80,7 +80,11 @@ impl TranscriptWriter {
         };
         create_private_dir(dir).map_err(fail)?;
         let path = dir.join(format!("{}.jsonl", header.execution_id));
-        let file = private_new_file().open(&path).map_err(fail)?;
+        let file = private_open_options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(fail)?;
         let mut writer = TranscriptWriter {
             out: BufWriter::with_capacity(64 * 1024, file),
             path,

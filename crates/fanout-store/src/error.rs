@@ -2,7 +2,7 @@
 //! operation), because these reach users verbatim as one line. The cause is part of
 //! the message (and deliberately not a `source()`), so a chain printer never repeats it.
 
-use crate::time::TimestampError;
+use fanout_types::TimestampError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// The execution id stored when none is known (AC-31): never NULL, never empty.
 pub const UNKNOWN_EXECUTION: &str = "unknown";

@@ -12,8 +12,6 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::{MessageRecord, SessionRecord, SqlStore, StoreError, Timestamp, TurnRecord};
 
-pub use fanout_acp::testing::in_ci;
-
 pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
 
 /// A fresh, empty database that lives as long as this value.
@@ -37,8 +35,8 @@ impl TestDb {
     /// configured and none is required (the caller then skips, saying so).
     pub async fn postgres() -> Option<TestDb> {
         let Ok(admin_url) = std::env::var(POSTGRES_URL_VAR) else {
-            let required =
-                std::env::var("FANOUT_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") || in_ci();
+            let required = std::env::var("FANOUT_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+                || fanout_types::in_ci();
             assert!(
                 !required,
                 "{POSTGRES_URL_VAR} is not set but PostgreSQL tests are required here (CI=true or FANOUT_REQUIRE_POSTGRES=1); run them through scripts/with-postgres.sh"

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::model::Activation;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// Which activity a report covers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
