@@ -13,10 +13,13 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::{MessageRecord, SessionRecord, SqlStore, StoreError, Timestamp, TurnRecord};
 
+/// The variable naming the PostgreSQL server tests create their databases on (an
+/// admin URL; `scripts/with-postgres.sh` sets it).
 pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
 
 /// A fresh, empty database that lives as long as this value.
 pub struct TestDb {
+    /// The database's URL, for [`SqlStore::open`] or a plain driver connection.
     pub url: String,
     _dir: Option<tempfile::TempDir>,
 }
@@ -62,6 +65,7 @@ impl TestDb {
         })
     }
 
+    /// Opens a writing store on it (creating the schema, running the migrations).
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
         SqlStore::open(&self.url).await
     }

@@ -694,7 +694,7 @@ async fn eight_concurrent_same_key_batches_make_one_row(db: TestDb) {
 async fn race_same_key<F, Fut>(db: TestDb, write: F)
 where
     F: Fn(std::sync::Arc<SqlStore>, SubagentRecord) -> Fut,
-    Fut: std::future::Future<Output = Result<(), fanout_store::StoreError>> + Send + 'static,
+    Fut: Future<Output = Result<(), fanout_store::StoreError>> + Send + 'static,
 {
     let store = std::sync::Arc::new(store_with_session(&db, "s1").await);
     for round in 0..RACE_ROUNDS {
