@@ -360,14 +360,12 @@ pub fn unified_diff(name: &str, expected: &str, actual: &str) -> String {
 /// file keeps the mode its owner gave it).
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)?.write_all(bytes)
+    fanout_types::private_open_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// Writes a run's outputs as the expected files of `dir`, removing expected
@@ -392,7 +390,7 @@ mod tests {
     fn snapshot(logs: &[&str]) -> Snapshot {
         Snapshot {
             transcript: "# t\n-> a\n".into(),
-            session_logs: logs.iter().map(|l| l.to_string()).collect(),
+            session_logs: logs.iter().map(ToString::to_string).collect(),
         }
     }
 
