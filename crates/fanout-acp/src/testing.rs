@@ -271,7 +271,7 @@ pub fn rename(value: &mut Value, session: &str, tool_call_id: &str) {
                         true,
                     ) => *child = Value::from(session),
                     ("toolCallId" | "toolUseId" | "parentToolCallId", true) => {
-                        *child = Value::from(tool_call_id)
+                        *child = Value::from(tool_call_id);
                     }
                     _ => rename(child, session, tool_call_id),
                 }

@@ -95,7 +95,7 @@ fn problems(schema: &mut Schema, message: &Value, sent: &HashMap<String, String>
         message.get("id"),
     ) {
         (Some("session/update"), None) => {
-            out.extend(schema.check("SessionNotification", &message["params"]))
+            out.extend(schema.check("SessionNotification", &message["params"]));
         }
         (Some(method), Some(_)) => match definitions(method) {
             Some((params, _)) => out.extend(schema.check(params, &message["params"])),
@@ -112,11 +112,11 @@ fn problems(schema: &mut Schema, message: &Value, sent: &HashMap<String, String>
                 method.and_then(definitions),
             ) {
                 (Some(result), None, Some((_, definition))) => {
-                    out.extend(schema.check(definition, result))
+                    out.extend(schema.check(definition, result));
                 }
                 (None, Some(error), _) => out.extend(schema.check("Error", error)),
                 (Some(_), None, None) => {
-                    out.push(format!("a result for {method:?}, which has none"))
+                    out.push(format!("a result for {method:?}, which has none"));
                 }
                 _ => out.push("a response needs exactly one of result and error".to_owned()),
             }

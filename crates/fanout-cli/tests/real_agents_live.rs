@@ -16,7 +16,7 @@ use std::process::Command;
 use fanout_acp::fixtures::{Expected, Transcript};
 use fanout_capture::testing::row_differences;
 use fanout_store::SqlStore;
-use fanout_store::testing::in_ci;
+use fanout_types::in_ci;
 
 /// One scenario: the fixture whose expected rows it must give, and how to run it.
 struct Live {

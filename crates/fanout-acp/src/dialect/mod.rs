@@ -263,7 +263,7 @@ impl Rules {
         self.active()
             .filter(|rules| is_call || rules.launches_on_updates())
             .find(|rules| rules.is_launch(view))
-            .map(|rules| rules.dialect())
+            .map(DialectRules::dialect)
     }
 
     /// A recognised launch and its payload from that frame.
@@ -299,7 +299,7 @@ impl Rules {
     pub(crate) fn native_fields(self) -> NativeFields {
         self.agent
             .and_then(rules_of)
-            .map_or(NativeFields::Protocol, |rules| rules.native_fields())
+            .map_or(NativeFields::Protocol, DialectRules::native_fields)
     }
 }
 
