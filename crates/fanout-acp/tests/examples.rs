@@ -396,6 +396,72 @@ fn real_agent_transcripts_give_their_expected_rows() {
     }
 }
 
+/// No recording goes unchecked: every transcript of the real-agent folder is named by
+/// exactly one expected file, and the folder holds every offline-capable agent of DESIGN
+/// 3.5 (the initialize response's `agentInfo.name`, with the versions of the README).
+#[test]
+fn every_real_transcript_has_its_expected_rows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/real");
+    let mut named = BTreeMap::new();
+    for path in fanout_acp::fixtures::expected_files(&dir).unwrap() {
+        let transcript = fanout_acp::fixtures::Expected::load(&path)
+            .unwrap()
+            .transcript_path()
+            .unwrap();
+        let previous = named.insert(transcript.canonicalize().unwrap(), path.clone());
+        assert!(
+            previous.is_none(),
+            "{} is named twice",
+            transcript.display()
+        );
+    }
+    let mut agents = BTreeMap::<String, usize>::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".transcript.jsonl") {
+            continue;
+        }
+        assert!(
+            named.contains_key(&path.canonicalize().unwrap()),
+            "{} has no expected file",
+            path.display()
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let agent = text
+            .lines()
+            .skip(1)
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|record| serde_json::from_str::<Value>(record["line"].as_str()?).ok())
+            .find_map(|message| {
+                let info = &message["result"]["agentInfo"];
+                Some(format!(
+                    "{} {}",
+                    info["name"].as_str()?,
+                    info["version"].as_str()?
+                ))
+            })
+            .unwrap_or_else(|| panic!("{}: no initialize response", path.display()));
+        *agents.entry(agent).or_default() += 1;
+    }
+    assert_eq!(named.len(), agents.values().sum::<usize>(), "{agents:?}");
+    let names: Vec<&str> = agents.keys().map(String::as_str).collect();
+    for agent in [
+        "@zed-industries/claude-agent-acp 0.23.",
+        "@agentclientprotocol/claude-agent-acp 0.101.",
+        "@agentclientprotocol/codex-acp 1.",
+        "@agentclientprotocol/codex-acp 2.",
+        "OpenCode ",
+        "qwen-code ",
+        "gemini-cli ",
+        "Copilot ",
+    ] {
+        assert!(
+            names.iter().any(|name| name.starts_with(agent)),
+            "no fixture of {agent}: {names:?}"
+        );
+    }
+}
+
 #[test]
 fn qwen_foreground_and_background() {
     let events = replay("qwen.transcript.jsonl");
