@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fanout_acp::{Direction, SubagentTask, ToolFrame, Tracker, TrackerEvent};
 use fanout_store::{
-    MessageRecord, SessionRecord, Store, StoreError, SubagentRecord, Timestamp, TurnRecord,
+    MessageRecord, SessionRecord, Source, Store, StoreError, SubagentRecord, Timestamp, TurnRecord,
     UNKNOWN_EXECUTION, WriteOp,
 };
 use serde::Serialize;
@@ -153,6 +153,8 @@ pub struct Capture {
     rows_written: u64,
     /// (session row id, tool_call_id) of subagent rows this capture persisted.
     subagent_rows: HashSet<(String, String)>,
+    /// The provenance of the subagent rows this capture writes.
+    source: Source,
     stats: CaptureStats,
     /// Writes of the line(s) being observed, in order; empty between calls.
     pending: Vec<Pending>,
@@ -175,6 +177,7 @@ impl Capture {
             sessions: HashMap::new(),
             rows_written: 0,
             subagent_rows: HashSet::new(),
+            source: Source::Live,
             stats: CaptureStats::default(),
             pending: Vec::new(),
             frames_seen_metric: metrics::counter!(FRAMES_SEEN_METRIC),
@@ -427,6 +430,7 @@ impl Capture {
             tool_status: frame.tool_status.as_deref(),
             payload,
             observed_at: at,
+            source: self.source,
         })
     }
 
@@ -454,13 +458,20 @@ impl Capture {
                 ),
             }
         }
+        // An import file's offset is only recorded when every write before it landed:
+        // otherwise the next import would skip what this one failed to write.
+        let mut any_failed = false;
         for write in &pending {
             let result = match write.op() {
                 WriteOp::Session(record) => self.store.upsert_session(record).await,
                 WriteOp::Turn(record) => self.store.upsert_turn(record).await,
                 WriteOp::Message(record) => self.store.upsert_message(record).await,
                 WriteOp::Subagent(record) => self.store.upsert_subagent(record).await,
+                WriteOp::Usage(record) => self.store.upsert_usage(record).await,
+                WriteOp::ImportFile(_) if any_failed => continue,
+                WriteOp::ImportFile(record) => self.store.upsert_import_file(record).await,
             };
+            any_failed |= result.is_err();
             self.settle(write, result.as_ref().err());
         }
     }
