@@ -12,7 +12,7 @@ use fanout_capture::import::{NoProgress, import_paths};
 use fanout_capture::session_row_id;
 use fanout_store::both_engines;
 use fanout_store::testing::TestDb;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
@@ -37,26 +37,7 @@ async fn real_agent_transcripts_import_to_their_expected_rows(db: TestDb) {
             let got = store.subagents_by_session(&session).await.expect("rows");
             assert_eq!(got.len(), 1, "{file}: one row per delegation: {got:#?}");
             let row = &got[0];
-            let actual = json!({
-                "tool_call_id": row.tool_call_id,
-                "agent_execution_id": row.agent_execution_id,
-                "task_id": row.task_id,
-                "acp_session_id": want["acp_session_id"],
-                "parent_tool_call_id": row.parent_tool_call_id,
-                "subagent_type": row.subagent_type,
-                "description": row.description,
-                "agent_id": row.agent_id,
-                "child_session_id": row.child_session_id,
-                "model": row.model,
-                "agent_status": row.agent_status,
-                "tool_status": row.tool_status,
-                "settled": row.settled_at.is_some(),
-                "is_async": i64::from(row.is_async),
-                "total_tokens": row.total_tokens,
-                "tool_use_count": row.tool_use_count,
-                "duration_ms": row.duration_ms,
-                "source": row.source,
-            });
+            let actual = common::subagent_row_json(row, &want["acp_session_id"]);
             for (column, value) in want.as_object().expect("a row object") {
                 assert_eq!(&actual[column], value, "{file}: {column}");
             }

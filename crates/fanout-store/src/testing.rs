@@ -61,6 +61,18 @@ impl TestDb {
         })
     }
 
+    /// Another fresh, empty database on the same engine as this one (a test that
+    /// imports several fixtures into separate stores on the engine it was given).
+    pub async fn fresh_like(&self) -> TestDb {
+        if self.url.starts_with("sqlite:") {
+            TestDb::sqlite()
+        } else {
+            TestDb::postgres()
+                .await
+                .expect("a PostgreSQL test database exists, so the server is configured")
+        }
+    }
+
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
         SqlStore::open(&self.url).await
     }
