@@ -41,19 +41,30 @@ const CODEX_SESSION_META: &str = "session_meta";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Planned {
     /// A fanout transcript.
-    Transcript { path: PathBuf, bytes: u64 },
+    Transcript {
+        /// The file.
+        path: PathBuf,
+        /// Its size, for progress.
+        bytes: u64,
+    },
     /// A Claude Code session log with its subagent logs (nested and workflow agents
     /// included).
     ClaudeSession {
+        /// Its `<id>.jsonl`.
         log: PathBuf,
+        /// Its `<id>/subagents/**/agent-*.jsonl`, read after it.
         subagent_logs: Vec<PathBuf>,
+        /// The size of all of them, for progress.
         bytes: u64,
     },
     /// The rollout files of one Codex session (a root thread and its subagent threads)
     /// that changed, with the ancestors they need for context.
     CodexSession {
+        /// The root thread's id (`session_meta.payload.session_id`).
         root_thread: String,
+        /// The rollouts to read, the root thread's first.
         files: Vec<PathBuf>,
+        /// The size of all of them, for progress.
         bytes: u64,
     },
 }
@@ -83,10 +94,15 @@ impl Planned {
 /// how many units (and files) were unchanged and skipped unread.
 #[derive(Debug, Default)]
 pub struct Discovery {
+    /// The units to import, in order.
     pub plan: Vec<Planned>,
+    /// Files that could not even be looked at.
     pub failures: Vec<FileFailure>,
+    /// Files of no known kind, passed over.
     pub skipped: Vec<SkippedFile>,
+    /// Units none of whose files changed since the last import.
     pub unchanged_units: u64,
+    /// The files of those units (never opened).
     pub unchanged_files: u64,
 }
 
@@ -154,7 +170,7 @@ pub fn discover_changed(paths: &[PathBuf], known: &KnownFiles) -> Discovery {
         }
         match recognise(&unit) {
             Ok(Kind::Transcript { bytes }) => {
-                found.plan.push(Planned::Transcript { path: unit, bytes })
+                found.plan.push(Planned::Transcript { path: unit, bytes });
             }
             Ok(Kind::Claude { bytes }) => {
                 let child_bytes: u64 = members
@@ -173,7 +189,7 @@ pub fn discover_changed(paths: &[PathBuf], known: &KnownFiles) -> Discovery {
                 found.failures.push(failure(ImportError::Unrecognised {
                     path: unit,
                     reason: "its first line is JSON of another kind".to_owned(),
-                }))
+                }));
             }
             Ok(Kind::Other) => found.skipped.push(SkippedFile {
                 path: unit,
@@ -476,6 +492,7 @@ fn recognise(path: &Path) -> Result<Kind, Recognise> {
 pub struct DefaultRoot {
     /// `claude` or `codex`.
     pub harness: &'static str,
+    /// The history folder.
     pub path: PathBuf,
     /// How the place was chosen (`$CLAUDE_CONFIG_DIR`, `~/.claude`, …).
     pub from: String,

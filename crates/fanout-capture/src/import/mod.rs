@@ -65,9 +65,11 @@ pub enum SourceKind {
 /// One bad line: reported, counted, and skipped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LineError {
+    /// The file.
     pub path: PathBuf,
     /// 1-based.
     pub line: u64,
+    /// What is wrong with it, or what was passed over.
     pub reason: String,
 }
 
@@ -80,28 +82,47 @@ impl fmt::Display for LineError {
 /// Why a whole file could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The file could not be opened or read.
     #[error("cannot read {}: {cause}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         cause: std::io::Error,
     },
-    #[error("{}: not a fanout transcript or a Claude Code session log ({reason})", path.display())]
-    Unrecognised { path: PathBuf, reason: String },
+    /// The file is of no kind the importer knows.
+    #[error("{}: not a fanout transcript, a Claude Code session log or a Codex rollout ({reason})", path.display())]
+    Unrecognised {
+        /// The file.
+        path: PathBuf,
+        /// What its first line looked like.
+        reason: String,
+    },
+    /// A transcript whose header line is wrong.
     #[error("{}:1: bad transcript header: {reason}", path.display())]
-    BadHeader { path: PathBuf, reason: String },
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the header.
+        reason: String,
+    },
 }
 
 /// A file that could not be imported (nothing of it, or only a prefix, was recorded).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileFailure {
+    /// The file.
     pub path: PathBuf,
+    /// Why it failed.
     pub error: String,
 }
 
 /// A file met while walking a directory that is neither kind; not an error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SkippedFile {
+    /// The file.
     pub path: PathBuf,
+    /// Why it was passed over.
     pub reason: String,
 }
 
@@ -109,7 +130,9 @@ pub struct SkippedFile {
 /// a Codex session's rollouts) did.
 #[derive(Clone, Debug, Serialize)]
 pub struct FileSummary {
+    /// The unit's main file.
     pub path: PathBuf,
+    /// Which reader read it.
     pub kind: SourceKind,
     /// The unit's other files: a Claude session's subagent logs, a Codex session's other
     /// threads (empty for transcripts).
@@ -119,10 +142,13 @@ pub struct FileSummary {
     pub frames: u64,
     /// Lines skipped because they were bad (each one is in `errors`).
     pub skipped: u64,
+    /// The bad lines, `file:line: reason`.
     pub errors: Vec<LineError>,
     /// Lines passed over by design that deserve a mention; they fail nothing.
     pub notes: Vec<LineError>,
+    /// What capture wrote.
     pub capture: CaptureStats,
+    /// The subagent writer's counters (AC-26).
     pub counters: CounterSnapshot,
 }
 
@@ -170,6 +196,7 @@ impl FileSummary {
 pub struct PlaceSummary {
     /// `claude`, `codex`, or `path` for a path given on the command line.
     pub harness: String,
+    /// The folder or file.
     pub path: PathBuf,
     /// How the place was chosen (`$CODEX_HOME`, `~/.claude`, `argument`).
     pub from: String,
@@ -186,8 +213,11 @@ pub struct PlaceSummary {
 /// What a whole import did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ImportSummary {
+    /// Every unit read, in order.
     pub files: Vec<FileSummary>,
+    /// Files that could not be imported.
     pub failed_files: Vec<FileFailure>,
+    /// Files of no known kind.
     pub skipped_files: Vec<SkippedFile>,
     /// Per place read: what was found there.
     pub places: Vec<PlaceSummary>,
@@ -198,13 +228,19 @@ pub struct ImportSummary {
 pub struct ImportTotals {
     /// Units imported (a Claude session with its subagent logs counts once).
     pub files: u64,
+    /// Files that could not be imported.
     pub failed_files: u64,
     /// Units skipped unchanged.
     pub unchanged: u64,
+    /// New lines read.
     pub frames: u64,
+    /// Sessions written.
     pub sessions: u64,
+    /// Turns written.
     pub turns: u64,
+    /// Tool-call messages written.
     pub messages: u64,
+    /// Subagent rows written.
     pub subagent_rows: u64,
     /// Usage-ledger rows (model responses) written.
     pub usage_rows: u64,
@@ -214,10 +250,12 @@ pub struct ImportTotals {
     pub notes: u64,
     /// Bad lines, failed files and failed writes.
     pub errors: u64,
+    /// The subagent writer's counters over every unit.
     pub counters: CounterSnapshot,
 }
 
 impl ImportSummary {
+    /// The totals over every unit.
     pub fn totals(&self) -> ImportTotals {
         let mut totals = ImportTotals {
             files: self.files.len() as u64,
@@ -252,9 +290,11 @@ impl ImportSummary {
 pub trait ImportProgress {
     /// Before the first file: how many units and bytes there are.
     fn planned(&self, _units: usize, _bytes: u64) {}
+    /// A unit starts being read.
     fn file_started(&self, _path: &Path) {}
     /// Bytes of input consumed since the last call.
     fn advanced(&self, _bytes: u64) {}
+    /// A unit is written.
     fn file_finished(&self, _path: &Path) {}
     /// A bad line, as it is found (the summary has them all too).
     fn line_error(&self, _error: &LineError) {}

@@ -344,7 +344,7 @@ mod tests {
                 l.number,
                 l.start,
                 String::from_utf8_lossy(l.bytes).into_owned(),
-            ))
+            ));
         })
         .unwrap();
         assert_eq!(end.head_sha256, head_sha256(&path).unwrap());

@@ -73,6 +73,7 @@ pub enum UsageGrouping {
 pub struct UsageGroup {
     /// The group's value of the grouping column; `None` is the NULL group.
     pub key: Option<String>,
+    /// The group's totals.
     #[serde(flatten)]
     pub totals: TokenTotals,
 }
@@ -80,6 +81,7 @@ pub struct UsageGroup {
 /// The usage of one session: its own agent's and its subagents'.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SessionUsage {
+    /// The session's row id.
     pub task_session_id: String,
     /// Every response of the session.
     pub total: TokenTotals,
@@ -92,7 +94,9 @@ pub struct SessionUsage {
 /// The usage of one subagent invocation (one `tool_call_id` of a session).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct InvocationUsage {
+    /// The session's row id.
     pub task_session_id: String,
+    /// The invocation's `tool_call_id` (a subagent row's, or an attribution's).
     pub tool_call_id: String,
     /// The responses attributed to this invocation.
     pub own: TokenTotals,

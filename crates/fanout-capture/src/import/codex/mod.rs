@@ -322,7 +322,7 @@ impl Replay {
                 self.open_turn = Some(turn_id);
             }
             Record::TaskComplete { turn_id, .. } if is_root => {
-                self.end_turn(capture, &turn_id, None, at)
+                self.end_turn(capture, &turn_id, None, at);
             }
             Record::TurnAborted { turn_id, reason } if is_root => {
                 let stop = match reason.as_deref() {
@@ -370,7 +370,7 @@ impl Replay {
                 self.function_call(capture, call_id, name, arguments, parent, at);
             }
             Record::FunctionCallOutput { call_id, output } => {
-                self.output(capture, call_id, output, at)
+                self.output(capture, call_id, output, at);
             }
             Record::Usage {
                 response_id,
