@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use fanout_store::testing::copy_tree;
 use serde_json::Value;
 
 fn examples_dir() -> PathBuf {
@@ -145,19 +146,6 @@ fn a_clean_import_exits_zero_with_a_text_summary() {
 
 fn history_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fanout-capture/tests/fixtures/history")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// `fanout import` with no path and the given environment (HOME, CLAUDE_CONFIG_DIR,

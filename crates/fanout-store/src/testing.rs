@@ -296,3 +296,17 @@ pub mod bench {
             .map(drop)
     }
 }
+
+/// Copies a folder tree (a fixture) into `to`, creating it.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the copy's folder");
+    for entry in std::fs::read_dir(from).expect("read the fixture folder") {
+        let entry = entry.expect("a fixture entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("its type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
+        }
+    }
+}

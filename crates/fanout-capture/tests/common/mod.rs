@@ -5,6 +5,8 @@
 use std::sync::Arc;
 
 use fanout_store::testing::TestDb;
+#[allow(unused_imports)]
+pub use fanout_store::testing::copy_tree;
 use fanout_store::{SqlStore, Store, Timestamp};
 use sqlx::Row;
 
@@ -162,4 +164,22 @@ pub fn subagent_row_json(
         "duration_ms": row.duration_ms,
         "source": row.source,
     })
+}
+
+/// Every file under `dir` whose name ends with `suffix`, sorted.
+pub fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(suffix) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
 }

@@ -42,12 +42,16 @@ use replay::Replay;
 /// Queued writes per group commit.
 const GROUP_WRITES: usize = 4096;
 
+/// A log's stream key: its spawning call and its agent id (`None`, `None` for the
+/// session's own log).
+type LogKey = (Option<String>, Option<String>);
+
 /// A Claude session folder, read and linked, ready to be written.
 pub(super) struct ReadSession {
     summary: FileSummary,
     /// Each log's entries in file order, with its spawning call; the session's own log
     /// first.
-    streams: Vec<(Option<String>, VecDeque<Entry>)>,
+    streams: Vec<(LogKey, VecDeque<Entry>)>,
     /// The `import_files` state of every file read, written with the session's last rows.
     files: Vec<ImportFileRecord>,
 }
@@ -115,10 +119,10 @@ pub(super) fn read_claude_session(
         children.push(child);
     }
     let links = ChildLinks::from_logs(std::iter::once(&parent).chain(&children));
-    let mut streams = vec![(None, parent.entries)];
+    let mut streams = vec![((None, None), parent.entries)];
     for child in children {
         let spawning_call = links.spawning_call(&child);
-        streams.push((spawning_call, child.entries));
+        streams.push(((spawning_call, child.agent_id), child.entries));
     }
     Ok(ReadSession {
         summary,
@@ -138,10 +142,15 @@ pub(super) async fn write_claude_session(store: Arc<dyn Store>, read: ReadSessio
     let mut capture = Capture::new(store, CaptureConfig::default());
     capture.set_source(Source::Import);
     let mut replay = Replay::default();
-    while let Some((spawning_call, entry)) =
+    while let Some(((spawning_call, agent_id), entry)) =
         super::next_in_time_order(&mut streams, |e: &Entry| e.at)
     {
-        replay.apply(&mut capture, entry, spawning_call.as_deref());
+        replay.apply(
+            &mut capture,
+            entry,
+            spawning_call.as_deref(),
+            agent_id.as_deref(),
+        );
         if capture.queued_writes() >= GROUP_WRITES {
             capture.commit_queued().await;
         }

@@ -5,7 +5,7 @@
 //! per model response, attributed to the invocation whose log it is in. A child log's
 //! tool uses become messages of the same session whose parent is the spawning call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use fanout_acp::{Dialect, FrameOrigin, SubagentTask, ToolFrame};
 use fanout_store::{Timestamp, UsageSource, is_terminal_tool_status};
@@ -52,6 +52,8 @@ pub(super) struct Replay {
     tools: HashMap<(String, String), KnownTool>,
     /// Sessions in first-seen order, for a deterministic finish.
     order: Vec<String>,
+    /// (session, call) of the invocations whose child log has been linked.
+    linked: HashSet<(String, String)>,
 }
 
 impl Replay {
@@ -59,18 +61,53 @@ impl Replay {
     /// session's own log, or a child log that links to no call). An entry only read for
     /// its context (`!entry.writes`) moves the replay's and capture's state, and its
     /// writes are dropped.
+    ///
+    /// A child log's agent id becomes its invocation's `agent_id` and `child_session_id`
+    /// (where the call's result did not say them), once the call is known.
     pub(super) fn apply(
         &mut self,
         capture: &mut Capture,
         entry: Entry,
         spawning_call: Option<&str>,
+        agent_id: Option<&str>,
     ) {
         let mark = capture.queued_writes();
         let writes = entry.writes;
+        if let (Some(call), Some(agent)) = (spawning_call, agent_id) {
+            self.link_child(capture, &entry.session, call, agent, entry.at);
+        }
         self.apply_entry(capture, entry, spawning_call);
         if !writes {
             capture.discard_queued_from(mark);
         }
+    }
+
+    fn link_child(
+        &mut self,
+        capture: &mut Capture,
+        session: &str,
+        call: &str,
+        agent: &str,
+        at: Timestamp,
+    ) {
+        let key = (session.to_owned(), call.to_owned());
+        if self.linked.contains(&key) {
+            return;
+        }
+        let Some(known) = self.tools.get_mut(&key) else {
+            return;
+        };
+        let Some(task) = known.subagent.as_mut() else {
+            return;
+        };
+        self.linked.insert(key);
+        if task.agent_id.is_some() && task.child_session_id.is_some() {
+            return;
+        }
+        task.agent_id.get_or_insert_with(|| agent.to_owned());
+        task.child_session_id
+            .get_or_insert_with(|| agent.to_owned());
+        queue_payload_update(capture, session, call, known, at);
     }
 
     fn apply_entry(&mut self, capture: &mut Capture, entry: Entry, spawning_call: Option<&str>) {
@@ -197,15 +234,7 @@ impl Replay {
             && task.model.is_none()
         {
             task.model = Some(model.to_owned());
-            let frame = tool_frame(
-                session,
-                call,
-                known,
-                None,
-                false,
-                FrameOrigin::ToolCallUpdate,
-            );
-            capture.queue_tool_frame(&frame, at);
+            queue_payload_update(capture, session, call, known, at);
         }
         if response.writes {
             capture.queue_usage(
@@ -284,6 +313,25 @@ impl Replay {
         );
         capture.queue_tool_frame(&frame, at);
     }
+}
+
+/// A status-less update of an invocation (its payload merges, its tool status stays).
+fn queue_payload_update(
+    capture: &mut Capture,
+    session: &str,
+    call: &str,
+    known: &KnownTool,
+    at: Timestamp,
+) {
+    let frame = tool_frame(
+        session,
+        call,
+        known,
+        None,
+        false,
+        FrameOrigin::ToolCallUpdate,
+    );
+    capture.queue_tool_frame(&frame, at);
 }
 
 fn tool_frame(
