@@ -446,7 +446,7 @@ pub(crate) fn upsert_session(e: Engine) -> String {
            agent_command = COALESCE(excluded.agent_command, task_sessions.agent_command),
            cwd = COALESCE(excluded.cwd, task_sessions.cwd),
            completed_at = COALESCE(excluded.completed_at, task_sessions.completed_at),
-           updated_at = excluded.updated_at",
+           updated_at = CASE WHEN excluded.updated_at > task_sessions.updated_at THEN excluded.updated_at ELSE task_sessions.updated_at END",
         e.ts_param(7),
         e.ts_param(8),
         e.ts_param(9)
@@ -460,7 +460,7 @@ pub(crate) fn upsert_turn(e: Engine) -> String {
          ON CONFLICT (id) DO UPDATE SET
            completed_at = COALESCE(task_session_turns.completed_at, excluded.completed_at),
            stop_reason = COALESCE(task_session_turns.stop_reason, excluded.stop_reason),
-           updated_at = excluded.updated_at",
+           updated_at = CASE WHEN excluded.updated_at > task_session_turns.updated_at THEN excluded.updated_at ELSE task_session_turns.updated_at END",
         e.ts_param(4),
         e.ts_param(5),
         e.ts_param(7)
