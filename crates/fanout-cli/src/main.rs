@@ -2,6 +2,7 @@
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
 mod demo;
+mod gen_history;
 mod health;
 mod import;
 mod migrate;
@@ -49,6 +50,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
     Import(import::ImportArgs),
+    /// Write a synthetic Claude Code history (the import bench's input).
+    #[command(hide = true)]
+    GenClaudeHistory(gen_history::GenHistoryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -99,6 +103,9 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Import(args) => import::run(args).await,
+        Command::GenClaudeHistory(args) => {
+            gen_history::run(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use crate::exec::Pools;
 use crate::model::*;
 use crate::open::{self, OpenOptions};
 use crate::report::{self, FanoutReport, ReportScope};
+use crate::usage::{self, InvocationUsage, SessionUsage, UsageGroup, UsageGrouping};
 use crate::write::{self, Statements};
 use crate::{health, migrate, read, sql};
 
@@ -142,6 +143,48 @@ impl SqlStore {
         .await
     }
 
+    /// The usage-ledger rows of one session, by `observed_at` then `response_id`.
+    pub async fn usage_rows(&self, session_id: &str) -> Result<Vec<UsageRow>, StoreError> {
+        usage::usage_rows(self.pools.reader(), session_id).await
+    }
+
+    /// Usage totals per turn, model or task over the ledger rows in `scope` (the NULL
+    /// group first, then by key).
+    pub async fn usage_by(
+        &self,
+        scope: &ReportScope,
+        grouping: UsageGrouping,
+    ) -> Result<Vec<UsageGroup>, StoreError> {
+        usage::usage_by(self.pools.reader(), scope, grouping).await
+    }
+
+    /// Usage per session in `scope`: its own agent's, its subagents' and both together.
+    pub async fn usage_by_session(
+        &self,
+        scope: &ReportScope,
+    ) -> Result<Vec<SessionUsage>, StoreError> {
+        usage::usage_by_session(self.pools.reader(), scope).await
+    }
+
+    /// Usage per subagent invocation in `scope`: its own and with every invocation
+    /// nested under it (DESIGN 4.1a roll-ups: each response counted once).
+    pub async fn usage_by_invocation(
+        &self,
+        scope: &ReportScope,
+    ) -> Result<Vec<InvocationUsage>, StoreError> {
+        usage::usage_by_invocation(self.pools.reader(), scope).await
+    }
+
+    /// Everything `fanout import` knows of the files it read (`import_files`), by path.
+    pub async fn import_files(&self) -> Result<Vec<ImportFileRecord>, StoreError> {
+        read::import_files(self.pools.reader()).await
+    }
+
+    /// The usage-ledger merge statement this store runs (for benchmarks and operators).
+    pub fn usage_upsert_statement(&self) -> &str {
+        &self.statements.upsert_usage
+    }
+
     /// Runs the named migration steps (the backfill); failures are WARN, never errors
     /// (AC-20).
     pub async fn run_migrations(&self) -> Vec<StepOutcome> {
@@ -188,6 +231,14 @@ impl Store for SqlStore {
 
     async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
         write::upsert_subagent(&self.pools, &self.statements, r).await
+    }
+
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        write::upsert_usage(&self.pools, &self.statements, u).await
+    }
+
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        write::upsert_import_file(&self.pools, &self.statements, f).await
     }
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {

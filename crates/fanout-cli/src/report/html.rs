@@ -166,6 +166,7 @@ fn subagent_section(body: &mut String, report: &FanoutReport) {
             ("async (background) launches", s.async_launches.to_string()),
             ("never settled", s.unsettled.to_string()),
             ("provenance: live", p.live.to_string()),
+            ("provenance: imported", p.imported.to_string()),
             ("provenance: backfill", p.backfill.to_string()),
             (
                 "backfilled twins of live rows (counted once, as live)",

@@ -138,8 +138,9 @@ fn subagent_section(out: &mut String, report: &FanoutReport, width: usize) {
     wrap(
         out,
         &format!(
-            "provenance: live {} · backfill {} · backfilled twins of live rows {} (counted once, as live) · execution 'unknown' {} ({} of them live)",
+            "provenance: live {} · imported {} · backfill {} · backfilled twins of live rows {} (counted once, as live) · execution 'unknown' {} ({} of them live)",
             p.live,
+            p.imported,
             p.backfill,
             p.backfill_duplicates_of_live,
             p.unknown_execution,
