@@ -180,7 +180,7 @@ async fn a_failing_write_part_way_leaves_nothing_of_the_batch(db: TestDb) {
 /// goes, a terminal status at frame 60 and later ones that must not move it.
 fn frame(k: usize, session: &str) -> SubagentRecord {
     let mut r = subagent("tc-long", session);
-    r.description = (k % 3 == 0).then(|| format!("description {k}"));
+    r.description = k.is_multiple_of(3).then(|| format!("description {k}"));
     r.total_tokens = (k % 4 != 1).then_some(k as i64 * 10);
     r.agent_status = Some(if k < 60 { "running" } else { "completed" }.into());
     r.tool_status = Some(match k {
@@ -200,13 +200,13 @@ fn usage(k: usize, session: &str) -> UsageRecord {
         task_session_id: session.into(),
         task_id: "task-1".into(),
         turn_id: (k > 5).then(|| format!("{session}-turn")),
-        subagent_tool_call_id: (k % 2 == 0).then(|| "tc-long".into()),
+        subagent_tool_call_id: k.is_multiple_of(2).then(|| "tc-long".into()),
         agent_execution_id: None,
         response_id: format!("resp-{}", k % 7),
         model: (k > 3).then(|| format!("model-{k}")),
         tokens: TokenCounts {
             input_tokens: Some((k as i64 * 37) % 101),
-            output_tokens: (k % 5 != 0).then_some(k as i64),
+            output_tokens: (!k.is_multiple_of(5)).then_some(k as i64),
             cache_creation_tokens: None,
             cache_read_tokens: Some(1000 - k as i64),
             reasoning_tokens: None,
@@ -227,7 +227,7 @@ async fn a_long_interleaved_batch_merges_in_order_as_single_writes_do(db: TestDb
         let messages: Vec<_> = (0..frames)
             .map(|k| {
                 let mut m = message(&format!("{session}-m{}", k % 9), session);
-                m.content = (k % 2 == 0).then(|| format!("content {k}"));
+                m.content = k.is_multiple_of(2).then(|| format!("content {k}"));
                 m.metadata = format!(r#"{{"k":{k}}}"#);
                 m
             })
