@@ -19,8 +19,10 @@
 //! `fanout-acp`.
 
 pub mod acp;
+pub mod cassette;
 mod error;
 pub mod normalize;
+mod private_file;
 pub mod scenario;
 pub mod server;
 pub mod snapshot;

@@ -356,27 +356,13 @@ pub fn unified_diff(name: &str, expected: &str, actual: &str) -> String {
         .to_string()
 }
 
-/// Writes `bytes` to `path`; a file fanout creates is 0600 (an existing
-/// file keeps the mode its owner gave it).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)?.write_all(bytes)
-}
-
 /// Writes a run's outputs as the expected files of `dir`, removing expected
 /// session logs the run no longer produces. Returns the names written.
 pub fn write_expected(dir: &Path, snapshot: &Snapshot) -> Result<Vec<String>, HarnessError> {
     let mut written = Vec::new();
     for (name, content) in snapshot.files() {
         let path = dir.join(&name);
-        write_private(&path, content.as_bytes()).map_err(HarnessError::io(&path))?;
+        crate::private_file::write(&path, content.as_bytes()).map_err(HarnessError::io(&path))?;
         written.push(name);
     }
     for (_, path) in stale_logs(dir, snapshot)? {
