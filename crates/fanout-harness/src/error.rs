@@ -65,6 +65,14 @@ pub enum HarnessError {
         /// What is wrong.
         message: String,
     },
+    /// A scenario's agent installer failed.
+    #[error("installer {}: {message}", script.display())]
+    Install {
+        /// The installer script.
+        script: PathBuf,
+        /// What went wrong (its stderr's end).
+        message: String,
+    },
     /// The HTTP replay server could not listen or serve.
     #[error("replay server on {addr}: {error}")]
     Serve {

@@ -358,6 +358,8 @@ struct State {
     conversation_claimed: Vec<bool>,
     /// Next exchange per conversation.
     cursors: Vec<usize>,
+    /// The rung that bound each conversation, once served.
+    bound_by: Vec<Option<Rung>>,
     misses: Vec<Miss>,
 }
 
@@ -379,6 +381,7 @@ impl CassetteBinding {
             identity_claimed: vec![false; scripts.identities.len()],
             conversation_claimed: vec![false; scripts.conversations.len()],
             cursors: vec![0; scripts.conversations.len()],
+            bound_by: vec![None; scripts.conversations.len()],
             ..State::default()
         };
         Self {
@@ -392,13 +395,19 @@ impl CassetteBinding {
         &self.scripts
     }
 
+    /// The state; a caller that panicked left it consistent (every change is
+    /// made in one step), so a poisoned lock is taken over.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(state) => state,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     /// The recorded exchange that answers `request`, or the miss (which is
     /// also kept, see [`CassetteBinding::misses`]).
     pub fn bind(&self, request: &LiveRequest<'_>) -> Result<Served, Box<Miss>> {
-        let mut state = match self.state.lock() {
-            Ok(state) => state,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut state = self.lock();
         let result = self.bind_locked(&mut state, request);
         if let Err(miss) = &result {
             state.misses.push((**miss).clone());
@@ -454,6 +463,7 @@ impl CassetteBinding {
         }
         if let Some(c) = chosen {
             state.conversation_claimed[c] = true;
+            state.bound_by[c] = Some(rung);
             let exchange = state.cursors[c];
             state.cursors[c] += 1;
             return Ok(Served {
@@ -613,26 +623,22 @@ impl CassetteBinding {
 
     /// Exchanges served so far per conversation.
     pub fn progress(&self) -> Vec<usize> {
-        match self.state.lock() {
-            Ok(state) => state.cursors.clone(),
-            Err(poisoned) => poisoned.into_inner().cursors.clone(),
-        }
+        self.lock().cursors.clone()
+    }
+
+    /// The rung that bound each conversation (`None`: never served).
+    pub fn bound_rungs(&self) -> Vec<Option<Rung>> {
+        self.lock().bound_by.clone()
     }
 
     /// Every miss so far, in order.
     pub fn misses(&self) -> Vec<Miss> {
-        match self.state.lock() {
-            Ok(state) => state.misses.clone(),
-            Err(poisoned) => poisoned.into_inner().misses.clone(),
-        }
+        self.lock().misses.clone()
     }
 
     /// Live identity key -> the recorded identity it claimed.
     pub fn bound_identities(&self) -> Vec<(String, usize)> {
-        let state = match self.state.lock() {
-            Ok(state) => state,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let state = self.lock();
         let mut bound: Vec<(String, usize)> = state
             .identities
             .iter()

@@ -1,0 +1,194 @@
+//! The `lanes` transcript order: a third-party agent's parent and subagents
+//! write to one stdout concurrently, so their lines interleave differently
+//! on every run. What is deterministic is each **lane**: the notifications of
+//! one session, of one update kind, about one tool call (`session/update`
+//! keyed by `sessionId`, `sessionUpdate`, `toolCallId`; other notifications by
+//! method and session), and an agent request with the client's answer. The
+//! client's own requests and their responses form the control lane, kept in
+//! arrival order first; the other lanes follow, each in arrival order, sorted
+//! by their text with run-specific ids blanked.
+
+use std::collections::HashMap;
+
+use fanout_replay::VolatileRules;
+use serde_json::Value;
+
+use crate::acp::{Direction, TranscriptLine};
+
+/// The control lines in arrival order, then every lane (sorted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lanes {
+    /// The client's requests and the agent's responses to them.
+    pub control: Vec<TranscriptLine>,
+    /// The other lanes, sorted.
+    pub lanes: Vec<Vec<TranscriptLine>>,
+}
+
+/// Which lane a received line belongs to; `None` for the control lane.
+fn lane_of(line: &str) -> Option<String> {
+    let Ok(message) = serde_json::from_str::<Value>(line) else {
+        return Some("other".to_string());
+    };
+    let text = |value: &Value| value.as_str().unwrap_or("").to_string();
+    let method = message.get("method").map(text)?;
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let session = text(params.get("sessionId").unwrap_or(&Value::Null));
+    if message.get("id").is_some() {
+        let tool = params
+            .pointer("/toolCall/toolCallId")
+            .map(text)
+            .unwrap_or_default();
+        return Some(format!("request\u{0}{method}\u{0}{session}\u{0}{tool}"));
+    }
+    let update = params.get("update").cloned().unwrap_or(Value::Null);
+    let kind = text(update.get("sessionUpdate").unwrap_or(&Value::Null));
+    let tool = text(update.get("toolCallId").unwrap_or(&Value::Null));
+    Some(format!(
+        "notification\u{0}{method}\u{0}{session}\u{0}{kind}\u{0}{tool}"
+    ))
+}
+
+/// The id of a JSON-RPC message, as JSON text.
+fn id_of(line: &str) -> Option<String> {
+    serde_json::from_str::<Value>(line)
+        .ok()?
+        .get("id")
+        .map(Value::to_string)
+}
+
+/// Splits `transcript` into the control lane and the sorted lanes. `known_ids`
+/// are run-specific ids (sessions, agents, threads) blanked for sorting.
+pub fn order(transcript: &[TranscriptLine], known_ids: &[String]) -> Lanes {
+    let mut control = Vec::new();
+    let mut lanes: Vec<(String, Vec<TranscriptLine>)> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    // Agent request id -> its lane, so the client's answer joins it.
+    let mut asked: HashMap<String, usize> = HashMap::new();
+    for line in transcript {
+        let lane = match line.direction {
+            Direction::Received => lane_of(&line.text).map(|key| {
+                let at = *by_key.entry(key.clone()).or_insert_with(|| {
+                    lanes.push((key, Vec::new()));
+                    lanes.len() - 1
+                });
+                if lanes[at].0.starts_with("request\u{0}")
+                    && let Some(id) = id_of(&line.text)
+                {
+                    asked.insert(id, at);
+                }
+                at
+            }),
+            Direction::Sent => {
+                let answer = serde_json::from_str::<Value>(&line.text)
+                    .ok()
+                    .filter(|message| message.get("method").is_none());
+                answer
+                    .and_then(|_| id_of(&line.text))
+                    .and_then(|id| asked.get(&id).copied())
+            }
+        };
+        match lane {
+            Some(at) => lanes[at].1.push(line.clone()),
+            None => control.push(line.clone()),
+        }
+    }
+    let rules = VolatileRules::new();
+    let blank = |text: &str| {
+        let mut text = text.to_string();
+        for id in known_ids.iter().filter(|id| !id.is_empty()) {
+            text = text.replace(id.as_str(), "<id>");
+        }
+        rules.apply(&text)
+    };
+    let mut keyed: Vec<(String, Vec<TranscriptLine>)> = lanes
+        .into_iter()
+        .map(|(_, lines)| {
+            let key = lines
+                .iter()
+                .map(|line| blank(&line.text))
+                .collect::<Vec<_>>()
+                .join("\n");
+            (key, lines)
+        })
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    Lanes {
+        control,
+        lanes: keyed.into_iter().map(|(_, lines)| lines).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn received(text: &str) -> TranscriptLine {
+        TranscriptLine {
+            direction: Direction::Received,
+            text: text.to_string(),
+        }
+    }
+
+    fn sent(text: &str) -> TranscriptLine {
+        TranscriptLine {
+            direction: Direction::Sent,
+            text: text.to_string(),
+        }
+    }
+
+    fn update(session: &str, kind: &str, tool: &str, n: u32) -> TranscriptLine {
+        received(&format!(
+            r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{{"sessionUpdate":"{kind}","toolCallId":"{tool}","n":{n}}}}}}}"#
+        ))
+    }
+
+    #[test]
+    fn interleavings_of_concurrent_sessions_give_one_order() {
+        let prompt = sent(r#"{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{}}"#);
+        let done = received(r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#);
+        let a = [
+            update("child-a-111", "tool_call", "toolu_A", 1),
+            update("child-a-111", "tool_call_update", "toolu_A", 2),
+        ];
+        let b = [
+            update("child-b-222", "tool_call", "toolu_B", 1),
+            update("child-b-222", "tool_call_update", "toolu_B", 2),
+        ];
+        let one = vec![
+            prompt.clone(),
+            a[0].clone(),
+            b[0].clone(),
+            a[1].clone(),
+            b[1].clone(),
+            done.clone(),
+        ];
+        let two = vec![
+            prompt.clone(),
+            b[0].clone(),
+            b[1].clone(),
+            a[0].clone(),
+            a[1].clone(),
+            done.clone(),
+        ];
+        let ids = ["child-a-111".to_string(), "child-b-222".to_string()];
+        let (x, y) = (order(&one, &ids), order(&two, &ids));
+        assert_eq!(x, y);
+        assert_eq!(x.control, [prompt, done]);
+        assert_eq!(x.lanes.len(), 4);
+        // Within a lane, arrival order; each lane is one session's one tool call's kind.
+        assert!(x.lanes.iter().all(|lane| lane.len() == 1));
+    }
+
+    #[test]
+    fn agent_requests_keep_the_clients_answer() {
+        let ask = received(
+            r#"{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t"}}}"#,
+        );
+        let answer = sent(r#"{"jsonrpc":"2.0","id":"p1","error":{"code":-32601}}"#);
+        let junk = received("not json");
+        let lanes = order(&[ask.clone(), junk.clone(), answer.clone()], &[]);
+        assert!(lanes.control.is_empty());
+        assert!(lanes.lanes.contains(&vec![ask, answer]));
+        assert!(lanes.lanes.contains(&vec![junk]));
+    }
+}
