@@ -42,6 +42,7 @@
 //! ".config/opencode/node_modules" = "{install}/node_modules"
 //! [transcript]
 //! order = "lanes"   # notifications grouped by session, kind and tool call (concurrent agents)
+//! ignore_updates = ["config_option_update"]   # session/update kinds left out
 //! ```
 //!
 //! Placeholders in the agent's command, environment and home: `{fanout}`,
@@ -202,6 +203,8 @@ struct HomeToml {
 struct TranscriptToml {
     #[serde(default)]
     order: Option<Spanned<String>>,
+    #[serde(default)]
+    ignore_updates: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -276,6 +279,9 @@ pub struct Scenario {
     pub client_subagents: bool,
     /// How the transcript is ordered.
     pub transcript_order: TranscriptOrder,
+    /// `session/update` kinds left out of the transcript (an agent's racy
+    /// intermediate states, declared per scenario).
+    pub ignore_updates: Vec<String>,
     /// The third-party agent's needs, when the scenario replays a cassette.
     pub third_party: Option<ThirdParty>,
 }
@@ -479,8 +485,27 @@ impl Scenario {
                 })
             }
         };
+        let mut ignore_updates = Vec::new();
+        for kind in raw.transcript.ignore_updates {
+            let valid = !kind.get_ref().is_empty()
+                && kind
+                    .get_ref()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_');
+            if !valid {
+                return Err(bad(
+                    Some(kind.span()),
+                    format!(
+                        "`transcript.ignore_updates`: {:?} is not a sessionUpdate kind",
+                        kind.get_ref()
+                    ),
+                ));
+            }
+            ignore_updates.push(kind.into_inner());
+        }
         Ok(Self {
             transcript_order,
+            ignore_updates,
             third_party,
             dir: dir.to_path_buf(),
             model: raw.model.filter(|m| !m.trim().is_empty()),

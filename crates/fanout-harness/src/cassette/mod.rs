@@ -7,6 +7,7 @@
 pub mod format;
 pub mod record;
 pub mod serve;
+pub mod substitute;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -27,6 +27,7 @@ use fanout_replay::{
 use serde_json::{Value, json};
 
 use super::format::Exchange;
+use super::substitute::Substitutions;
 use super::{Cassette, declared_rules, endpoint};
 use crate::error::HarnessError;
 use crate::server::BackgroundServer;
@@ -44,8 +45,8 @@ pub struct CassetteServer {
     cassette: Cassette,
     binding: CassetteBinding,
     live_rules: VolatileRules,
-    /// (recorded value, live value) of every value both sides declared.
-    substitutions: Vec<(String, String)>,
+    /// The recording's declared values, replaced by the live run's.
+    substitutions: Substitutions,
     requests: AtomicU64,
     activity: Mutex<(usize, Option<Instant>)>,
 }
@@ -58,17 +59,15 @@ impl CassetteServer {
         declared: &BTreeMap<String, String>,
     ) -> Result<Arc<Self>, HarnessError> {
         let binding = CassetteBinding::new(cassette.scripts()?);
-        let mut substitutions: Vec<(String, String)> = cassette
-            .index
-            .declared
-            .iter()
-            .filter_map(|(name, recorded)| {
-                let live = declared.get(name)?;
-                (live != recorded && !recorded.is_empty()).then(|| (recorded.clone(), live.clone()))
-            })
-            .collect();
-        // Longest first, so a path is replaced before any path it contains.
-        substitutions.sort_by_key(|(recorded, _)| std::cmp::Reverse(recorded.len()));
+        let substitutions = Substitutions::new(
+            cassette
+                .index
+                .declared
+                .iter()
+                .filter_map(|(name, recorded)| {
+                    Some((recorded.clone(), declared.get(name)?.clone()))
+                }),
+        );
         Ok(Arc::new(Self {
             cassette,
             binding,
@@ -115,22 +114,6 @@ impl CassetteServer {
             .with_state(self.clone())
     }
 
-    /// The recorded bytes with the recording's values replaced by the live ones.
-    fn substitute(&self, bytes: Vec<u8>) -> Vec<u8> {
-        if self.substitutions.is_empty() {
-            return bytes;
-        }
-        let Ok(mut text) = String::from_utf8(bytes.clone()) else {
-            return bytes;
-        };
-        for (recorded, live) in &self.substitutions {
-            if text.contains(recorded.as_str()) {
-                text = text.replace(recorded.as_str(), live);
-            }
-        }
-        text.into_bytes()
-    }
-
     fn answer(&self, exchange: &Exchange) -> Response {
         let recorded = &exchange.response;
         let status = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -143,10 +126,7 @@ impl CassetteServer {
                 builder = builder.header(name.as_str(), value);
             }
         }
-        let bytes = match &recorded.body {
-            super::format::ResponseBody::Base64(_) => recorded.body.bytes().unwrap_or_default(),
-            body => self.substitute(body.bytes().unwrap_or_default()),
-        };
+        let bytes = self.substitutions.body(&recorded.body);
         let body = if exchange.truncated {
             // The recorded response stopped short: send what was recorded, then
             // cut the connection, as happened when recording.

@@ -6,9 +6,24 @@
 //! method and session), and an agent request with the client's answer. The
 //! client's own requests and their responses form the control lane, kept in
 //! arrival order first; the other lanes follow, each in arrival order, sorted
-//! by their text with run-specific ids blanked.
+//! by their text with run-specific ids blanked. A `session/update` lane is
+//! also keyed by the update's other ids (`sessionId` of the subagent a
+//! `subagent_update` is about, `senderSessionId`, `messageId`, …). Updates
+//! that replace a session's state (ACP's config options, available commands,
+//! mode, session info, usage) keep only their last value: how many
+//! intermediate states an agent sends depends on timing.
 
 use std::collections::HashMap;
+
+/// `session/update` kinds that carry a session's whole state of something:
+/// the last one is the state.
+const STATE_UPDATES: [&str; 5] = [
+    "config_option_update",
+    "available_commands_update",
+    "current_mode_update",
+    "session_info_update",
+    "usage_update",
+];
 
 use fanout_replay::VolatileRules;
 use serde_json::Value;
@@ -42,9 +57,25 @@ fn lane_of(line: &str) -> Option<String> {
     }
     let update = params.get("update").cloned().unwrap_or(Value::Null);
     let kind = text(update.get("sessionUpdate").unwrap_or(&Value::Null));
-    let tool = text(update.get("toolCallId").unwrap_or(&Value::Null));
+    // Every id the update names (tool call, the subagent it is about, sender, …).
+    let ids: Vec<String> = update
+        .as_object()
+        .map(|fields| {
+            fields
+                .iter()
+                .filter(|(name, value)| name.ends_with("Id") && value.is_string())
+                .map(|(name, value)| format!("{name}={}", text(value)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let state = if STATE_UPDATES.contains(&kind.as_str()) {
+        "state"
+    } else {
+        "events"
+    };
     Some(format!(
-        "notification\u{0}{method}\u{0}{session}\u{0}{kind}\u{0}{tool}"
+        "notification\u{0}{method}\u{0}{session}\u{0}{kind}\u{0}{}\u{0}{state}",
+        ids.join("\u{0}")
     ))
 }
 
@@ -57,8 +88,9 @@ fn id_of(line: &str) -> Option<String> {
 }
 
 /// Splits `transcript` into the control lane and the sorted lanes. `known_ids`
-/// are run-specific ids (sessions, agents, threads) blanked for sorting.
-pub fn order(transcript: &[TranscriptLine], known_ids: &[String]) -> Lanes {
+/// are run-specific ids (sessions, agents, threads) with the stable
+/// placeholders they are sorted by (the transcript's own).
+pub fn order(transcript: &[TranscriptLine], known_ids: &[(String, String)]) -> Lanes {
     let mut control = Vec::new();
     let mut lanes: Vec<(String, Vec<TranscriptLine>)> = Vec::new();
     let mut by_key: HashMap<String, usize> = HashMap::new();
@@ -93,16 +125,22 @@ pub fn order(transcript: &[TranscriptLine], known_ids: &[String]) -> Lanes {
         }
     }
     let rules = VolatileRules::new();
+    let mut known: Vec<&(String, String)> =
+        known_ids.iter().filter(|(id, _)| !id.is_empty()).collect();
+    known.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
     let blank = |text: &str| {
         let mut text = text.to_string();
-        for id in known_ids.iter().filter(|id| !id.is_empty()) {
-            text = text.replace(id.as_str(), "<id>");
+        for (id, placeholder) in &known {
+            text = text.replace(id.as_str(), placeholder);
         }
         rules.apply(&text)
     };
     let mut keyed: Vec<(String, Vec<TranscriptLine>)> = lanes
         .into_iter()
-        .map(|(_, lines)| {
+        .map(|(key, mut lines)| {
+            if key.ends_with("\u{0}state") && lines.len() > 1 {
+                lines.drain(..lines.len() - 1);
+            }
             let key = lines
                 .iter()
                 .map(|line| blank(&line.text))
@@ -170,13 +208,41 @@ mod tests {
             a[1].clone(),
             done.clone(),
         ];
-        let ids = ["child-a-111".to_string(), "child-b-222".to_string()];
+        let ids = [
+            ("child-a-111".to_string(), "<a>".to_string()),
+            ("child-b-222".to_string(), "<b>".to_string()),
+        ];
         let (x, y) = (order(&one, &ids), order(&two, &ids));
         assert_eq!(x, y);
         assert_eq!(x.control, [prompt, done]);
         assert_eq!(x.lanes.len(), 4);
         // Within a lane, arrival order; each lane is one session's one tool call's kind.
         assert!(x.lanes.iter().all(|lane| lane.len() == 1));
+    }
+
+    #[test]
+    fn state_updates_keep_their_last_value_and_subagent_updates_split_by_subagent() {
+        let state = |n: u32| update("s", "usage_update", "", n);
+        let about = |child: &str, n: u32| {
+            received(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"p","update":{{"sessionUpdate":"subagent_update","sessionId":"{child}","n":{n}}}}}}}"#
+            ))
+        };
+        let lanes = order(
+            &[
+                state(1),
+                about("a", 1),
+                state(2),
+                about("b", 1),
+                about("a", 2),
+                state(3),
+            ],
+            &[],
+        );
+        assert!(lanes.lanes.contains(&vec![state(3)]));
+        assert!(lanes.lanes.contains(&vec![about("a", 1), about("a", 2)]));
+        assert!(lanes.lanes.contains(&vec![about("b", 1)]));
+        assert_eq!(lanes.lanes.len(), 3);
     }
 
     #[test]

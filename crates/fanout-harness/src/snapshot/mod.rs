@@ -133,7 +133,7 @@ pub async fn run(
     let outcome = drive(&command, &dirs.plan(scenario, ExitPolicy::Clean)).await?;
     let logs = harvest(&dirs.sessions_root)?;
     let mut normalizer = dirs.normalizer(fanout, &logs, &outcome);
-    let lines = transcript_lines(&outcome, scenario.transcript_order, &[]);
+    let lines = transcript_lines(&outcome, scenario, &[]);
     let session_logs = normalizer.logs_and_lines(&logs, &lines);
     let mut transcript = summary(&session_logs);
     for line in &lines {
@@ -256,17 +256,39 @@ impl Normalizer {
     }
 }
 
+/// Whether `line` is a `session/update` of one of the `ignored` kinds.
+fn is_ignored_update(line: &str, ignored: &[String]) -> bool {
+    if ignored.is_empty() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|message| {
+            message
+                .pointer("/params/update/sessionUpdate")
+                .and_then(serde_json::Value::as_str)
+                .map(|kind| ignored.iter().any(|ignored| ignored == kind))
+        })
+        .unwrap_or(false)
+}
+
 /// The marker between the control lines and the lanes of a `lanes` transcript.
 const LANES_MARKER: &str =
     "# lanes: notifications by session, update kind and tool call, each in arrival order";
 
 /// The transcript's lines, `->` sent and `<-` received, in the scenario's
-/// order (`known_ids`: run-specific ids, blanked when sorting lanes).
+/// order (`known_ids`: run-specific ids and their placeholders, for sorting lanes).
 fn transcript_lines(
     outcome: &DriveOutcome,
-    order: TranscriptOrder,
-    known_ids: &[String],
+    scenario: &Scenario,
+    known_ids: &[(String, String)],
 ) -> Vec<String> {
+    let kept: Vec<crate::acp::TranscriptLine> = outcome
+        .transcript
+        .iter()
+        .filter(|line| !is_ignored_update(&line.text, &scenario.ignore_updates))
+        .cloned()
+        .collect();
     let arrow = |line: &crate::acp::TranscriptLine| {
         let arrow = match line.direction {
             Direction::Sent => "->",
@@ -274,10 +296,10 @@ fn transcript_lines(
         };
         format!("{arrow} {}", line.text)
     };
-    match order {
-        TranscriptOrder::Arrival => outcome.transcript.iter().map(arrow).collect(),
+    match scenario.transcript_order {
+        TranscriptOrder::Arrival => kept.iter().map(arrow).collect(),
         TranscriptOrder::Lanes => {
-            let lanes = lanes::order(&outcome.transcript, known_ids);
+            let lanes = lanes::order(&kept, known_ids);
             let mut lines: Vec<String> = lanes.control.iter().map(arrow).collect();
             lines.push(LANES_MARKER.to_string());
             lines.extend(lanes.lanes.iter().flatten().map(arrow));

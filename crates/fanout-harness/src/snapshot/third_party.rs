@@ -166,12 +166,13 @@ pub(super) async fn run(
             "\"version\":\"<agent-version>\"",
         );
     }
-    let mut known_ids = vec![outcome.session_id.clone()];
+    let mut known_ids = vec![(outcome.session_id.clone(), "<session>".to_string())];
     for (recorded, live) in &served.live_ids {
-        normalizer.session(live, &format!("<id-{}>", recorded + 1));
-        known_ids.push(live.clone());
+        let placeholder = format!("<id-{}>", recorded + 1);
+        normalizer.session(live, &placeholder);
+        known_ids.push((live.clone(), placeholder));
     }
-    let lines = transcript_lines(&outcome, scenario.transcript_order, &known_ids);
+    let lines = transcript_lines(&outcome, scenario, &known_ids);
     let session_logs = normalizer.logs_and_lines(&logs, &lines);
     let mut transcript = cassette_summary(&served, &mut normalizer);
     if !session_logs.is_empty() {
