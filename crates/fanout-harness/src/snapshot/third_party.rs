@@ -154,6 +154,7 @@ pub(super) async fn run(
 
     let logs = harvest(&dirs.sessions_root)?;
     let mut normalizer = dirs.normalizer(fanout, &logs, &outcome);
+    normalizer.number_hex_ids();
     normalizer.literal(&home.to_string_lossy(), "<HOME>");
     normalizer.literal(&base_url, "<BASE_URL>");
     normalizer.literal(base_url.trim_start_matches("http://"), "<BASE_ADDR>");
