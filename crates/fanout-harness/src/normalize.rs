@@ -22,6 +22,10 @@ const DURATION_KEYS: [&str; 3] = ["\"durationMs\"", "\"duration_ms\"", "\"totalD
 const TEXT_DURATION_KEY: &str = "duration_ms: ";
 /// The shortest run of hex digits numbered as an id (with `number_hex_ids`).
 const MIN_HEX_ID_LEN: usize = 16;
+/// OpenCode's ids (`msg_`, `prt_`, `per_`, `ses_` …): a short lower-case
+/// prefix, `_`, 12 hex digits of time and 14 random alphanumerics.
+const PREFIXED_ID_TIME_LEN: usize = 12;
+const PREFIXED_ID_RANDOM_LEN: usize = 14;
 
 /// Collapses run-specific text to placeholders. Build it once per run (it
 /// numbers UUIDs by first appearance across every document it normalises).
@@ -38,6 +42,9 @@ pub struct Normalizer {
     hex_ids: bool,
     /// Lower-case hex id -> placeholder.
     hexes: HashMap<String, String>,
+    /// Prefixed id -> placeholder; prefix -> how many were numbered.
+    prefixed: HashMap<String, String>,
+    prefix_counts: HashMap<String, usize>,
 }
 
 impl Normalizer {
@@ -47,7 +54,8 @@ impl Normalizer {
     }
 
     /// Also numbers standalone runs of 16 or more hex digits (`<hex-N>`, by
-    /// first appearance): the ids a third-party agent makes up per run.
+    /// first appearance) and OpenCode-style prefixed ids (`msg_…` ->
+    /// `<msg-N>`): the ids a third-party agent makes up per run.
     pub fn number_hex_ids(&mut self) {
         self.hex_ids = true;
     }
@@ -165,6 +173,28 @@ impl Normalizer {
             }
             if self.hex_ids
                 && boundary_before
+                && let Some((prefix, len)) = prefixed_id_len(&bytes[at..])
+            {
+                out.push_str(&text[copied..at]);
+                let id = &text[at..at + len];
+                let placeholder = match self.prefixed.get(id) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let prefix = &text[at..at + prefix];
+                        let count = self.prefix_counts.entry(prefix.to_string()).or_default();
+                        *count += 1;
+                        let placeholder = format!("<{prefix}-{count}>");
+                        self.prefixed.insert(id.to_string(), placeholder.clone());
+                        placeholder
+                    }
+                };
+                out.push_str(&placeholder);
+                at += len;
+                copied = at;
+                continue;
+            }
+            if self.hex_ids
+                && boundary_before
                 && let Some(len) = hex_id_len(&bytes[at..])
             {
                 out.push_str(&text[copied..at]);
@@ -217,6 +247,29 @@ fn hex_id_len(bytes: &[u8]) -> Option<usize> {
         && run.iter().any(u8::is_ascii_digit)
         && run.iter().any(u8::is_ascii_alphabetic))
     .then_some(len)
+}
+
+/// An OpenCode-style id at the start of `bytes`: (prefix length, id length).
+fn prefixed_id_len(bytes: &[u8]) -> Option<(usize, usize)> {
+    let prefix = bytes.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    if !(2..=5).contains(&prefix) || bytes.get(prefix) != Some(&b'_') {
+        return None;
+    }
+    let time = &bytes[prefix + 1..];
+    let hex = time
+        .iter()
+        .take(PREFIXED_ID_TIME_LEN)
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    if hex < PREFIXED_ID_TIME_LEN {
+        return None;
+    }
+    let random = &time[PREFIXED_ID_TIME_LEN..];
+    let alnum = random
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .count();
+    (alnum == PREFIXED_ID_RANDOM_LEN).then_some((prefix, prefix + 1 + PREFIXED_ID_TIME_LEN + alnum))
 }
 
 /// Whether `bytes` is exactly a UUID in 8-4-4-4-12 hex form.
@@ -338,6 +391,17 @@ mod tests {
         assert_eq!(
             n.normalize(text),
             r#"{"agentId":"<hex-1>","totalDurationMs":0,"t":"x\nduration_ms: 0</usage> <hex-1> 1234567890123456 deadbeefdeadbeefx"}"#
+        );
+    }
+
+    #[test]
+    fn prefixed_ids_are_numbered_per_prefix() {
+        let text = "msg_231a84a040014xnbvVUdEueQiA prt_231a84a040024xnbvVUdEueQiB msg_231a84a040014xnbvVUdEueQiA msg_231a84a050014xnbvVUdEueQiC msg_short x_231a84a040014xnbvVUdEueQiA";
+        let mut n = Normalizer::new();
+        n.number_hex_ids();
+        assert_eq!(
+            n.normalize(text),
+            "<msg-1> <prt-1> <msg-1> <msg-2> msg_short x_231a84a040014xnbvVUdEueQiA"
         );
     }
 

@@ -562,16 +562,23 @@ fn workspace_path(text: &str) -> Result<PathBuf, String> {
 }
 
 /// The first `{…}` in `arg` that is not a known placeholder.
+/// Only `{name}` with a lower-case name counts: the braces of JSON or TOML in
+/// a home file are not placeholders.
 fn unknown_placeholder(arg: &str) -> Option<String> {
     let mut rest = arg;
     while let Some(start) = rest.find('{') {
         let tail = &rest[start..];
-        let end = tail.find('}')?;
-        let candidate = &tail[..=end];
-        if !PLACEHOLDERS.contains(&candidate) {
-            return Some(candidate.to_string());
+        let name_len = tail[1..]
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+            .count();
+        if name_len > 0 && tail.as_bytes().get(1 + name_len) == Some(&b'}') {
+            let candidate = &tail[..name_len + 2];
+            if !PLACEHOLDERS.contains(&candidate) {
+                return Some(candidate.to_string());
+            }
         }
-        rest = &tail[end + 1..];
+        rest = &tail[1..];
     }
     None
 }

@@ -253,6 +253,7 @@ async fn replay_one(server: &CassetteServer, request: Request) -> Response {
     };
     match server.binding.bind(&live) {
         Ok(served) => {
+            tracing::debug!(%label, conversation = served.conversation, exchange = served.exchange, "replayed");
             server.answer(&server.cassette.exchanges[served.conversation][served.exchange])
         }
         Err(miss) => {

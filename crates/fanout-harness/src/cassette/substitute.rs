@@ -257,6 +257,12 @@ fn collect_leaves(
         Value::Object(fields) => {
             let mut scope = key.to_string();
             for name in DISCRIMINATORS {
+                // Only an event's own `type` names its kind: a nested one (a
+                // chat tool call's `"type": "function"`) comes in the first
+                // fragment only.
+                if name == "type" && !pointer.is_empty() {
+                    continue;
+                }
                 if let Some(discriminator) =
                     fields.get(name).filter(|v| v.is_string() || v.is_number())
                 {
@@ -345,11 +351,12 @@ mod tests {
                 json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": args}}]}}]})
             )
         };
-        let out = subs().events(&[
-            chunk(0, "/tmp/re"),
-            chunk(1, "/tmp/rec-1"),
-            chunk(0, "c-1/a"),
-        ]);
+        // The first fragment of a tool call also carries its id and type.
+        let first = format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "/tmp/re"}}]}}]})
+        );
+        let out = subs().events(&[first, chunk(1, "/tmp/rec-1"), chunk(0, "c-1/a")]);
         let args: Vec<String> = out
             .iter()
             .filter_map(|b| event_data(b))
