@@ -53,7 +53,7 @@ done
 command -v cargo >/dev/null 2>&1 || die "cargo not found in PATH (install Rust: https://rustup.rs)"
 
 if ((is_ci)); then
-    # One spelling for every test that reads CI (fanout_acp::testing::in_ci).
+    # One spelling for every test that reads CI (fanout_types::in_ci).
     export CI=true
     export FANOUT_REQUIRE_POSTGRES=1
 fi

@@ -1,17 +1,10 @@
-//! Test support for every crate of the workspace (feature `testing`): whether this run
-//! is CI, and proptest strategies for fuzzing anything that reads ACP (JSON values whose
-//! strings and keys are mostly the words the dialects look for, so random input reaches
-//! real branches rather than bouncing off the first field check).
+//! Test support for every crate of the workspace (feature `testing`): proptest
+//! strategies for fuzzing anything that reads ACP (JSON values whose strings and keys
+//! are mostly the words the dialects look for, so random input reaches real branches
+//! rather than bouncing off the first field check).
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-
-/// Whether `CI` says this is a CI run, read as `scripts/test.sh` reads it (`true`,
-/// `TRUE`, `True`, `1`, `yes`). Where a test could skip for want of something (a
-/// database, an agent), under CI it must fail instead.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| matches!(v.as_str(), "true" | "TRUE" | "True" | "1" | "yes"))
-}
 
 /// Strings that mean something to some dialect, so random values hit real branches.
 pub const WORDS: &[&str] = &[

@@ -68,7 +68,7 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
     if registry.install_global().is_err() {
         tracing::debug!("a metrics recorder was already installed; live counters stay empty");
     }
-    let data_dir = fanout_proxy::default_data_dir();
+    let data_dir = fanout_types::default_data_dir();
     let transcript_dir = (!args.no_transcript).then(|| {
         args.transcript_dir
             .unwrap_or_else(|| data_dir.join("transcripts"))

@@ -19,7 +19,7 @@ use crate::output::DbArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
-    /// Text for people: bar charts and tables, fitted to the terminal width (`COLUMNS`, else 80).
+    /// Text for people: bar charts and tables, fitted to the width (`COLUMNS`, else the terminal's, else 80).
     Table,
     /// The report as one JSON document with stable field names.
     Json,

@@ -18,7 +18,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use fanout_store::testing::in_ci;
+use fanout_types::in_ci;
 use proxy_support::{
     Running, fanout, only_transcript, sqlite_texts, transcript_lines, write_script,
 };
@@ -394,7 +394,7 @@ async fn claude_code_behind_the_proxy_records_its_subagent() {
 
     let done = tokio::task::block_in_place(|| client.proxy.finish(Duration::from_secs(60)));
     assert!(
-        matches!(done.code(), Some(0) | Some(143)),
+        matches!(done.code(), Some(0 | 143)),
         "exit {:?}\nstderr: {}",
         done.status,
         done.stderr

@@ -206,7 +206,7 @@ fn snapshot_wall_time(runs: usize) {
         let why = "no fanout binary next to this bench; `cargo build --release -p fanout-cli` \
                    (`cargo build -p fanout-cli` for `cargo test`) or set FANOUT_BIN";
         // Under CI a skipped check is a failed one.
-        assert!(!fanout_acp::testing::in_ci(), "snapshot: {why}");
+        assert!(!fanout_types::in_ci(), "snapshot: {why}");
         println!("snapshot: skipped ({why})");
         return;
     };

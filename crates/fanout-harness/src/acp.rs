@@ -194,7 +194,7 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
 pub async fn drive_until(
     command: &AgentCommand,
     plan: &DrivePlan,
-    settled: impl std::future::Future<Output = ()>,
+    settled: impl Future<Output = ()>,
 ) -> Result<DriveOutcome, DriveError> {
     let mut process = Command::new(&command.program);
     process
@@ -311,6 +311,8 @@ pub async fn drive_until(
 
 /// Ends the agent's process group (it was made the leader of its own), so no
 /// helper process it started outlives it or holds its pipes open.
+// The standard library has no killpg.
+#[allow(unsafe_code)]
 fn end_group(group: Option<u32>) {
     #[cfg(unix)]
     if let Some(group) = group.and_then(|pid| i32::try_from(pid).ok()) {
@@ -407,10 +409,7 @@ impl Connection {
     }
 
     /// Reads (recording, refusing the agent's requests) until `settled` resolves.
-    async fn read_until(
-        &mut self,
-        settled: impl std::future::Future<Output = ()>,
-    ) -> Result<(), DriveError> {
+    async fn read_until(&mut self, settled: impl Future<Output = ()>) -> Result<(), DriveError> {
         tokio::pin!(settled);
         loop {
             let line = tokio::select! {

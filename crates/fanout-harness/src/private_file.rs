@@ -1,22 +1,21 @@
 //! Files and directories the harness creates are private: files 0600,
-//! directories 0700 (DESIGN 7). Every write of a snapshot's expected files and
-//! of a cassette goes through here, so the modes live in one place (to be
-//! replaced by `fanout-types`' helper once it exists).
+//! directories 0700 (DESIGN 7), through `fanout-types`' one rule. Every write
+//! of a snapshot's expected files and of a cassette goes through here.
 
 use std::io::Write;
 use std::path::Path;
 
+use fanout_types::{create_private_dir, private_open_options};
+
 /// Writes `bytes` to `path`, creating it 0600 (an existing file keeps the
 /// mode its owner gave it).
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options.open(path)?.write_all(bytes)
+    private_open_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// Replaces `path` with `bytes` atomically: written 0600 beside it, then
@@ -27,14 +26,11 @@ pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
     let temporary = path.with_file_name(format!(".{name}.partial"));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&temporary)?;
+    let mut file = private_open_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temporary)?;
     file.write_all(bytes)?;
     file.sync_data()?;
     drop(file);
@@ -43,14 +39,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Creates `dir` and its missing parents; the directories created are 0700.
 pub fn create_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
+    create_private_dir(dir)
 }
 
 #[cfg(all(test, unix))]

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use fanout_sessionlog::Timestamp;
+use fanout_types::Timestamp;
 use tokio::net::TcpListener;
 
 use crate::exposition::{render_expvar, render_prometheus};
@@ -21,6 +21,7 @@ use crate::stats::StatsDir;
 /// Where the endpoints read their numbers: the live registry of this process, or the
 /// stats files of every proxy (`fanout serve`).
 pub trait MetricsSource: Send + Sync + 'static {
+    /// The numbers to serve now.
     fn snapshot(&self) -> Snapshot;
 }
 

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fanout_sessionlog::{Timestamp, create_private_dir, default_data_dir};
+use fanout_types::{Timestamp, create_private_dir, default_data_dir, private_open_options};
 use serde::{Deserialize, Serialize};
 
 use crate::snapshot::Snapshot;
@@ -32,13 +32,21 @@ pub fn default_stats_dir() -> PathBuf {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsFile {
+    /// The proxy run's execution id; also the file's name.
     pub execution_id: String,
+    /// The task the run was given (`--task`), if any.
     pub task_id: Option<String>,
+    /// The agent command the proxy runs.
     pub agent_command: Vec<String>,
+    /// The proxy's process id.
     pub pid: u32,
+    /// When the proxy started.
     pub started_at: Timestamp,
+    /// When this file was last written; a file that stops updating is stale.
     pub updated_at: Timestamp,
+    /// Written once more at exit with `true`.
     pub finished: bool,
+    /// The proxy's registry at `updated_at`.
     pub metrics: Snapshot,
 }
 
@@ -46,15 +54,13 @@ impl StatsFile {
     /// Writes (or replaces) `<dir>/<executionId>.json`, creating `dir` if it is
     /// missing; readers never see half a file.
     pub fn write(&self, dir: &Path) -> io::Result<PathBuf> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(format!("{}.json", self.execution_id));
         let partial = dir.join(format!(".{}.json.partial", self.execution_id));
         let open = || {
-            std::fs::OpenOptions::new()
+            private_open_options()
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .mode(0o600)
                 .open(&partial)
         };
         // The directory is made only when it is missing (the first write, or after

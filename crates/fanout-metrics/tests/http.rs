@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fanout_metrics::{MetricsSource, Registry, StatsDir, StatsFile, serve_http};
-use fanout_sessionlog::Timestamp;
+use fanout_types::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use fanout_metrics::{EXECUTIONS_METRIC, Series, SeriesValue, Snapshot, StatsDir, StatsFile};
-use fanout_sessionlog::Timestamp;
+use fanout_types::Timestamp;
 
 fn file(id: &str, finished: bool, updated_at: &str, frames: u64) -> StatsFile {
     StatsFile {

@@ -39,7 +39,7 @@ fn main() {
     };
     let Some(fanout) = fanout_binary(full) else {
         assert!(
-            !fanout_store::testing::in_ci(),
+            !fanout_types::in_ci(),
             "proxy bench: CI=true but there is no `fanout` binary next to this bench; build it first (`cargo build -p fanout-cli --bin fanout`, or test the whole workspace)"
         );
         println!(

@@ -33,7 +33,6 @@ mod agent;
 mod consumer;
 mod error;
 pub mod metric_names;
-mod paths;
 mod proxy;
 mod queue;
 mod ratelimit;
@@ -43,8 +42,5 @@ mod transcript;
 
 pub use agent::AgentExit;
 pub use error::ProxyError;
-/// Where transcripts go by default (the rule session logs follow too; stats files go
-/// to its `stats`, [`fanout_metrics::default_stats_dir`]).
-pub use fanout_sessionlog::default_data_dir;
 pub use proxy::{ClientStreams, EXECUTION_ID_ENV, ProxyConfig, ProxyOutcome, ProxyTuning, run};
 pub use transcript::{TRANSCRIPT_VERSION, TranscriptHeader, TranscriptWriter};

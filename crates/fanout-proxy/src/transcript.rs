@@ -16,7 +16,7 @@ use fanout_store::Timestamp;
 use serde::Serialize;
 
 use crate::error::ProxyError;
-use crate::paths::{create_private_dir, private_new_file};
+use fanout_types::{create_private_dir, private_open_options};
 
 pub use fanout_capture::import::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 
@@ -25,17 +25,24 @@ pub use fanout_capture::import::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptHeader {
     #[serde(rename = "type")]
+    /// Always [`TRANSCRIPT_TYPE`], so import recognises the file.
     pub kind: &'static str,
+    /// [`TRANSCRIPT_VERSION`].
     pub version: u32,
+    /// The run's execution id; import reuses it, so rows come out the same.
     pub execution_id: String,
+    /// The run's `--task`, if any.
     pub task_id: Option<String>,
     /// The agent's argv, as given.
     pub agent_command: Vec<String>,
+    /// When the run started.
     pub started_at: Timestamp,
+    /// The fanout version that wrote it.
     pub fanout_version: String,
 }
 
 impl TranscriptHeader {
+    /// The header of a transcript this fanout version writes.
     pub fn new(
         execution_id: &str,
         task_id: Option<&str>,
@@ -80,7 +87,11 @@ impl TranscriptWriter {
         };
         create_private_dir(dir).map_err(fail)?;
         let path = dir.join(format!("{}.jsonl", header.execution_id));
-        let file = private_new_file().open(&path).map_err(fail)?;
+        let file = private_open_options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(fail)?;
         let mut writer = TranscriptWriter {
             out: BufWriter::with_capacity(64 * 1024, file),
             path,
@@ -90,6 +101,7 @@ impl TranscriptWriter {
         Ok(writer)
     }
 
+    /// The transcript file.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -108,6 +120,7 @@ impl TranscriptWriter {
         })
     }
 
+    /// Writes buffered frames to the file.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }

@@ -304,7 +304,7 @@ impl fmt::Display for Miss {
                 self.rung
             )?,
             MissReason::NoConversation => {
-                f.write_str("no recorded conversation has this endpoint and content root")?
+                f.write_str("no recorded conversation has this endpoint and content root")?;
             }
             MissReason::Exhausted {
                 conversation,

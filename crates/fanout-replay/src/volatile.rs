@@ -280,7 +280,7 @@ fn date_len(bytes: &[u8]) -> Option<usize> {
                     && bytes.get(len + 3) == Some(&b':')
                     && digits(len + 4, 2) =>
             {
-                len += 6
+                len += 6;
             }
             _ => {}
         }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ReadError;
 use crate::reader::read_header;
-use crate::time::Timestamp;
 use crate::types::Header;
+use fanout_types::Timestamp;
 
 /// Longest sanitised cwd tail kept in a bucket name.
 const MAX_TAIL: usize = 48;
@@ -63,27 +63,10 @@ pub fn log_path(root: &Path, cwd: &str, session_id: &str) -> PathBuf {
     bucket_dir(root, cwd).join(format!("{session_id}.jsonl"))
 }
 
-/// fanout's data directory, the one rule for every file fanout keeps on its own
-/// (session logs here, transcripts and stats in the proxy): `$FANOUT_DATA_DIR`, else
-/// `$XDG_DATA_HOME/fanout`, else `$HOME/.local/share/fanout`, else `./.fanout` (a
-/// process without a home still gets a place it can write, next to its work).
-pub fn default_data_dir() -> PathBuf {
-    let non_empty = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty());
-    if let Some(dir) = non_empty("FANOUT_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(data) = non_empty("XDG_DATA_HOME") {
-        return PathBuf::from(data).join("fanout");
-    }
-    match non_empty("HOME") {
-        Some(home) => PathBuf::from(home).join(".local/share/fanout"),
-        None => PathBuf::from(".fanout"),
-    }
-}
-
-/// The default sessions root: `sessions` under [`default_data_dir`].
+/// The default sessions root: `sessions` under fanout's data directory
+/// ([`fanout_types::default_data_dir`]).
 pub fn default_sessions_root() -> PathBuf {
-    default_data_dir().join("sessions")
+    fanout_types::default_data_dir().join("sessions")
 }
 
 /// One log found under a sessions root.

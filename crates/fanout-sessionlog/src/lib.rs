@@ -4,7 +4,8 @@
 //! This crate owns:
 //! - the typed lines of a log: one [`Header`] then [`Event`]s, including the
 //!   [`Chunk`]s of a streamed model response (enough to reconstruct it exactly);
-//! - the canonical [`Timestamp`] (UTC, microseconds, `YYYY-MM-DDTHH:MM:SS.ffffffZ`);
+//! - (re-exported, its home is `fanout-types`) the canonical [`Timestamp`] every
+//!   line carries;
 //! - the on-disk layout: one `<session id>.jsonl` per session under a sessions
 //!   root, in a bucket named after the session's cwd ([`layout`]);
 //! - a [`SessionLogWriter`] (append-only, one write per event, files 0600) and a
@@ -18,19 +19,18 @@
 mod error;
 pub mod layout;
 mod reader;
-mod time;
 mod types;
 mod writer;
 
 pub use error::{ReadError, WriteError};
+pub use fanout_types::{Timestamp, TimestampError};
 pub use layout::{
-    LogEntry, bucket_dir, bucket_name, creation_order, default_data_dir, default_sessions_root,
-    list_logs, log_path, sort_primary_first,
+    LogEntry, bucket_dir, bucket_name, creation_order, default_sessions_root, list_logs, log_path,
+    sort_primary_first,
 };
 pub use reader::{parse_log, read_header, read_log};
-pub use time::{Timestamp, TimestampParseError};
 pub use types::{
     Backend, Chunk, Event, FORMAT_VERSION, Header, ModelStopReason, RecordedResponse, SessionLog,
     SubagentMode, Usage,
 };
-pub use writer::{SessionLogWriter, create_private_dir};
+pub use writer::SessionLogWriter;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// The format version written in every header. A reader rejects other versions.
 pub const FORMAT_VERSION: u32 = 1;

@@ -2,10 +2,11 @@
 //! no buffering, so a crash leaves at most one partial line and every event
 //! already appended is on disk for readers.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use fanout_types::{create_private_dir, private_open_options};
 use serde::Serialize;
 
 use crate::error::WriteError;
@@ -74,17 +75,14 @@ impl SessionLogWriter {
                 error,
             })?;
         }
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let file = options.open(&path).map_err(|error| WriteError::Io {
-            path: path.clone(),
-            error,
-        })?;
+        let file = private_open_options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|error| WriteError::Io {
+                path: path.clone(),
+                error,
+            })?;
         let mut writer = Self {
             path,
             file,
@@ -131,27 +129,13 @@ impl SessionLogWriter {
     }
 }
 
-/// Creates `dir` and its missing parents; the ones it creates are 0700 on Unix (logs,
-/// and the other files fanout keeps under its data directory, are nobody else's
-/// business).
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::layout::list_logs;
     use crate::reader::read_log;
-    use crate::time::Timestamp;
     use crate::types::{Chunk, ModelStopReason, Usage};
+    use fanout_types::Timestamp;
 
     fn header(id: &str, backend: Backend, parent: Option<&str>, seed: Option<usize>) -> Header {
         let cwd = "/home/dev/proj";

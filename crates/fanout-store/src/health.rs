@@ -5,7 +5,7 @@ use crate::exec::Reader;
 use crate::migrate;
 use crate::model::{Health, HealthFigures, TableCounts};
 use crate::sql;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// The op every health and count read fails as.
 const OP: &str = "health query";

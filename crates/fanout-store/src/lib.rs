@@ -28,7 +28,6 @@ mod read;
 mod report;
 mod sql;
 mod store;
-mod time;
 mod write;
 
 #[cfg(feature = "testing")]
@@ -36,6 +35,8 @@ pub mod testing;
 
 pub use api::{Store, WriteOp};
 pub use error::{StoreError, redact_url};
+/// The canonical timestamp every record carries (its one home is `fanout-types`).
+pub use fanout_types::{Timestamp, TimestampError};
 pub use model::*;
 pub use open::OpenOptions;
 pub use report::{
@@ -43,7 +44,6 @@ pub use report::{
     ReportScope, SubagentSummary, TurnFanout, UnknownFanout,
 };
 pub use store::SqlStore;
-pub use time::{Timestamp, TimestampError};
 pub use write::subagent_row_id;
 
 /// The URL used when none is given: the embedded SQLite default.

@@ -5,7 +5,7 @@ use crate::error::StoreError;
 use crate::exec::{Pools, Reader, retry_lost_insert_race, with_writer};
 use crate::model::{Activation, StepOutcome, StepStatus};
 use crate::sql;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// The migration steps, by name. A failed step logs WARN with its name and start-up
 /// goes on (AC-20); the step retries at the next open because it wrote nothing.

@@ -106,14 +106,11 @@ async fn open_sqlite(path: &str, target: &str, open: &OpenOptions) -> Result<Poo
 /// Creates a missing database file as 0600 (DESIGN 7: files fanout writes are private);
 /// SQLite gives its `-wal` and `-shm` files the same mode. An existing file is left as is.
 fn create_private_file(path: &str) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
+    match fanout_types::private_open_options()
+        .write(true)
+        .create_new(true)
+        .open(path)
     {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    match options.open(path) {
         Ok(_) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(err) => Err(err),

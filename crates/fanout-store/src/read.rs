@@ -4,7 +4,7 @@ use crate::error::StoreError;
 use crate::exec::Reader;
 use crate::model::{Source, SubagentRow};
 use crate::sql;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// A `task_session_subagents` row as [`sql::select_subagents`] returns it on either
 /// engine: timestamps as canonical text, `is_async` and `source` as stored.

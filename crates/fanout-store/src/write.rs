@@ -9,7 +9,7 @@ use crate::error::StoreError;
 use crate::exec::{Pools, retry_lost_insert_race, with_writer};
 use crate::model::*;
 use crate::sql;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 /// Namespace for deterministic subagent row ids (UUID v5).
 const SUBAGENT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6f1d_2c3b_8a4e_4f5a_9b0c_7d6e_5f4a_3b21);

@@ -246,14 +246,10 @@ impl ScriptedProvider {
     fn write_trace(&self, call: &ScriptCall) {
         let Some(path) = &self.trace else { return };
         let result = (|| -> std::io::Result<()> {
-            let mut options = std::fs::OpenOptions::new();
-            options.create(true).append(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
-            }
-            let mut file = options.open(path)?;
+            let mut file = fanout_types::private_open_options()
+                .create(true)
+                .append(true)
+                .open(path)?;
             let mut line = serde_json::to_vec(call).map_err(std::io::Error::other)?;
             line.push(b'\n');
             file.write_all(&line)

@@ -1,10 +1,12 @@
 //! The report as text for a terminal: horizontal bar charts drawn with Unicode block
 //! elements (eighths of a cell, so small differences still show) and aligned tables,
-//! every line within the given width.
+//! every line within the given width, measured in terminal columns (a CJK character
+//! or most emoji take two), since subagent types and models come from the agent.
 
 use std::fmt::Write as _;
 
 use fanout_store::{FanoutReport, MetricStats};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use super::{decimal, turns_summary, unknown_fanout_note};
 use crate::output::{backfill_through_label, capture_since_label, group_label, scope_label};
@@ -21,11 +23,20 @@ const FULL_BLOCK: char = '█';
 const SHADED_BLOCK: char = '░';
 const INDENT: &str = "  ";
 
-/// The terminal width from `COLUMNS` (set by shells and `tput`), else 80.
+/// The width to draw at: `$COLUMNS` when set, else stdout's terminal width when stdout
+/// is a terminal, else 80 ([`choose_width`]).
 pub(super) fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
+    let terminal = terminal_size::terminal_size_of(std::io::stdout()).map(|(width, _)| width.0);
+    choose_width(std::env::var("COLUMNS").ok().as_deref(), terminal)
+}
+
+/// `columns` (the `COLUMNS` variable) wins when it is a number, since it is an explicit
+/// choice (a script, `COLUMNS=120 fanout report`); else the terminal's width; else
+/// [`DEFAULT_WIDTH`] (a pipe or a file has no width). Clamped to what stays readable.
+fn choose_width(columns: Option<&str>, terminal: Option<u16>) -> usize {
+    columns
         .and_then(|value| value.trim().parse::<usize>().ok())
+        .or_else(|| terminal.map(usize::from))
         .map_or(DEFAULT_WIDTH, |width| width.clamp(MIN_WIDTH, MAX_WIDTH))
 }
 
@@ -241,8 +252,8 @@ fn chart(out: &mut String, label_title: &str, value_title: &str, bars: &[Bar], w
     let labels: Vec<String> = bars.iter().map(|b| printable(&b.label)).collect();
     let label_width = labels
         .iter()
-        .map(|l| l.chars().count())
-        .chain(std::iter::once(label_title.chars().count()))
+        .map(|l| columns(l))
+        .chain(std::iter::once(columns(label_title)))
         .max()
         .unwrap_or(0);
     let value_width = bars
@@ -257,7 +268,10 @@ fn chart(out: &mut String, label_title: &str, value_title: &str, bars: &[Bar], w
     if !label_title.is_empty() || !value_title.is_empty() {
         line(
             out,
-            &format!("{INDENT}{label_title:>label_width$} │ {value_title}"),
+            &format!(
+                "{INDENT}{} │ {value_title}",
+                pad_left(label_title, label_width)
+            ),
             width,
         );
     }
@@ -273,7 +287,11 @@ fn chart(out: &mut String, label_title: &str, value_title: &str, bars: &[Bar], w
         };
         line(
             out,
-            &format!("{INDENT}{label:>label_width$} │{drawn} {}", bar.value),
+            &format!(
+                "{INDENT}{} │{drawn} {}",
+                pad_left(label, label_width),
+                bar.value
+            ),
             width,
         );
     }
@@ -295,13 +313,41 @@ fn printable(text: &str) -> String {
         .chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
-    if clean.chars().count() <= MAX_LABEL {
-        clean
-    } else {
-        let mut cut: String = clean.chars().take(MAX_LABEL - 1).collect();
-        cut.push('…');
-        cut
+    fit(&clean, MAX_LABEL)
+}
+
+/// The terminal columns `text` takes.
+fn columns(text: &str) -> usize {
+    text.width()
+}
+
+/// `text` in at most `max` columns: whole when it fits, else cut at a character
+/// boundary and ended with `…`.
+fn fit(text: &str, max: usize) -> String {
+    if columns(text) <= max {
+        return text.to_owned();
     }
+    let room = max.saturating_sub(1);
+    let mut cut = String::with_capacity(text.len());
+    let mut used = 0;
+    for c in text.chars() {
+        let width = c.width().unwrap_or(0);
+        if used + width > room {
+            break;
+        }
+        cut.push(c);
+        used += width;
+    }
+    cut.push('…');
+    cut
+}
+
+/// `text` right-aligned in `width` columns (`format!`'s padding counts characters,
+/// not columns).
+fn pad_left(text: &str, width: usize) -> String {
+    let mut padded = " ".repeat(width.saturating_sub(columns(text)));
+    padded.push_str(text);
+    padded
 }
 
 /// A blank line, then the section title.
@@ -313,12 +359,7 @@ fn heading(out: &mut String, title: &str, width: usize) {
 fn line(out: &mut String, text: &str, width: usize) {
     // Only database values can be long here (an id in the scope, a URL); cut them rather
     // than break the layout.
-    if text.chars().count() <= width {
-        out.push_str(text);
-    } else {
-        out.extend(text.chars().take(width.saturating_sub(1)));
-        out.push('…');
-    }
+    out.push_str(&fit(text, width));
     out.push('\n');
 }
 
@@ -327,8 +368,7 @@ fn wrap(out: &mut String, text: &str, indent: &str, width: usize) {
     let room = width.saturating_sub(indent.len()).max(1);
     let mut current = String::new();
     for word in text.split_whitespace() {
-        let needed =
-            current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
+        let needed = columns(&current) + usize::from(!current.is_empty()) + columns(word);
         if !current.is_empty() && needed > room {
             line(out, &format!("{indent}{current}"), width);
             current.clear();
@@ -378,11 +418,65 @@ mod tests {
             let mut out = String::new();
             chart(&mut out, "subagents", "turns", &bars, width);
             for l in out.lines() {
-                assert!(l.chars().count() <= width, "{width}: {l:?}");
+                assert!(columns(l) <= width, "{width}: {l:?}");
             }
             assert!(out.contains(FULL_BLOCK));
             assert!(out.contains(SHADED_BLOCK));
         }
+    }
+
+    #[test]
+    fn columns_win_then_the_terminal_then_80() {
+        assert_eq!(
+            choose_width(Some("120"), Some(200)),
+            120,
+            "COLUMNS overrides"
+        );
+        assert_eq!(choose_width(Some(" 100 "), None), 100);
+        assert_eq!(choose_width(None, Some(132)), 132, "the real terminal");
+        assert_eq!(
+            choose_width(Some("wide"), Some(132)),
+            132,
+            "a junk COLUMNS is unset"
+        );
+        assert_eq!(choose_width(Some(""), Some(90)), 90);
+        assert_eq!(choose_width(None, None), DEFAULT_WIDTH, "not a terminal");
+        assert_eq!(choose_width(Some("10"), None), MIN_WIDTH);
+        assert_eq!(choose_width(None, Some(400)), MAX_WIDTH);
+    }
+
+    #[test]
+    fn wide_characters_count_as_two_columns() {
+        assert_eq!(columns("探索"), 4);
+        assert_eq!(columns("🤖x"), 3);
+        assert_eq!(pad_left("探索", 6), "  探索");
+        // Cut to columns, never inside a character: 11 CJK characters are 22 columns.
+        let cut = fit(&"探".repeat(11), 10);
+        assert_eq!(cut, format!("{}…", "探".repeat(4)));
+        assert!(columns(&cut) <= 10);
+        let cut = printable(&"🤖".repeat(20));
+        assert!(columns(&cut) <= MAX_LABEL, "{cut}");
+        assert!(cut.ends_with('…'));
+    }
+
+    #[test]
+    fn charts_of_wide_labels_fit_and_align_by_columns() {
+        let bars = vec![
+            Bar::solid("探索エージェント", 7),
+            Bar::solid("🤖 reviewer", 3),
+            Bar::solid("plan", 1),
+        ];
+        let mut out = String::new();
+        chart(&mut out, "", "", &bars, MIN_WIDTH);
+        let bar_at: Vec<usize> = out
+            .lines()
+            .map(|l| {
+                assert!(columns(l) <= MIN_WIDTH, "{l:?}");
+                columns(&l[..l.find('│').unwrap()])
+            })
+            .collect();
+        assert_eq!(bar_at.len(), 3);
+        assert!(bar_at.iter().all(|&c| c == bar_at[0]), "{out}");
     }
 
     #[test]

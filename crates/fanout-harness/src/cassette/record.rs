@@ -425,7 +425,7 @@ async fn forward(State(recorder): State<Arc<Recorder>>, request: Request) -> Res
     let method = parts.method.as_str().to_string();
     let format = WireFormat::of_path(parts.uri.path());
     let endpoint = endpoint(&method, parts.uri.path());
-    let identity = match identify(|name| parts.headers.get(name).map(|v| v.as_bytes())) {
+    let identity = match identify(|name| parts.headers.get(name).map(HeaderValue::as_bytes)) {
         Ok(identity) => identity,
         Err(err) => {
             tracing::warn!(%err, %endpoint, "recording the request without its identity");
@@ -704,7 +704,7 @@ impl RunningRecorder {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     recorder: Arc<Recorder>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarnessError> {
     let addr = listener
         .local_addr()

@@ -223,7 +223,7 @@ async fn replay_one(server: &CassetteServer, request: Request) -> Response {
                 .into_response();
         }
     };
-    let identity = match identify(|name| parts.headers.get(name).map(|v| v.as_bytes())) {
+    let identity = match identify(|name| parts.headers.get(name).map(HeaderValue::as_bytes)) {
         Ok(identity) => identity,
         Err(err) => {
             return (
@@ -320,7 +320,7 @@ impl RunningCassetteServer {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Arc<CassetteServer>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarnessError> {
     let addr = listener
         .local_addr()

@@ -36,7 +36,7 @@ pub use model::{
 use crate::error::StoreError;
 use crate::exec::{FromEngineRow, Reader};
 use crate::model::Activation;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 use sql::{
     Aggregates, Metric, MetricAggregatesRow, MiddleValue, NestingLink, Statement, SummaryRow,

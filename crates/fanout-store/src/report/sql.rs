@@ -2,7 +2,7 @@
 //! both engines run the same SQL, with the scope's binds collected as it is generated.
 
 use crate::model::Engine;
-use crate::time::Timestamp;
+use fanout_types::Timestamp;
 
 use super::model::{Provenance, ReportScope, SubagentSummary};
 
