@@ -15,7 +15,9 @@ Mocks (the same scripts capture.py records the transcript fixtures with):
 - `opencode-task`: chat completions (capture.py's MockModel): a title call, the main
   agent's `task` call, the child's `read`, the answers;
 - `codex-parallel`: Responses (agents/codex.py `parallel`): two spawn_agent calls in one
-  turn, wait_agent for each, each child runs `cat hello.txt`.
+  turn, wait_agent for each, each child runs `cat hello.txt`;
+- `codex-spawn`: Responses (agents/codex.py `single`): one spawn_agent, wait_agent, the
+  child runs `cat hello.txt` (what scenarios/codex-spawn records).
 
 The scripts name files by the agent's project directory; here it is learned from each
 request (the working directory the agent states in its prompt), since the recording
@@ -105,9 +107,10 @@ class LearningChat(capture.MockModel):
 
 
 class LearningResponses(ScriptedModel):
-    def __init__(self, log_dir: Path, project: ProjectRef) -> None:
+    def __init__(self, log_dir: Path, project: ProjectRef, scenario: str) -> None:
         events = Events()
-        super().__init__(log_dir, project, codex.parallel(project).script, events)  # type: ignore[arg-type]
+        script = codex.SCENARIOS[scenario](project).script  # type: ignore[arg-type]
+        super().__init__(log_dir, project, script, events)  # type: ignore[arg-type]
         self.ref = project
 
     def responses(self, body: dict) -> tuple[list[dict], str]:
@@ -124,7 +127,7 @@ def serve_model(model: capture.MockModel) -> ThreadingHTTPServer:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mock", choices=["claude-parallel", "opencode-task", "codex-parallel"])
+    ap.add_argument("mock", choices=["claude-parallel", "opencode-task", "codex-parallel", "codex-spawn"])
     ap.add_argument("--log-dir", type=Path, help="keep every request body here (default: a temp dir, removed)")
     args = ap.parse_args()
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="fanout-mock-upstream-"))
@@ -134,8 +137,10 @@ def main() -> int:
         server = claude_parallel(project, log_dir)
     elif args.mock == "opencode-task":
         server = serve_model(LearningChat(log_dir, project))
+    elif args.mock == "codex-spawn":
+        server = serve_model(LearningResponses(log_dir, project, "single"))
     else:
-        server = serve_model(LearningResponses(log_dir, project))
+        server = serve_model(LearningResponses(log_dir, project, "parallel"))
     port = server.server_address[1]
     print(f"mock upstream {args.mock} listening on http://127.0.0.1:{port}", flush=True)
     stop = threading.Event()

@@ -272,6 +272,28 @@ fn prefixed_id_len(bytes: &[u8]) -> Option<(usize, usize)> {
     (alnum == PREFIXED_ID_RANDOM_LEN).then_some((prefix, prefix + 1 + PREFIXED_ID_TIME_LEN + alnum))
 }
 
+/// The standalone UUIDs in `text`, in order.
+pub(crate) fn uuids_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at + 36 <= bytes.len() {
+        let boundary_before = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+        if boundary_before
+            && is_uuid(&bytes[at..at + 36])
+            && bytes
+                .get(at + 36)
+                .is_none_or(|b| !b.is_ascii_alphanumeric())
+        {
+            found.push(text[at..at + 36].to_string());
+            at += 36;
+        } else {
+            at += 1;
+        }
+    }
+    found
+}
+
 /// Whether `bytes` is exactly a UUID in 8-4-4-4-12 hex form.
 fn is_uuid(bytes: &[u8]) -> bool {
     bytes.len() == 36

@@ -43,6 +43,7 @@
 //! [transcript]
 //! order = "lanes"   # notifications grouped by session, kind and tool call (concurrent agents)
 //! ignore_updates = ["config_option_update"]   # session/update kinds left out
+//! ignore_text = ["Warning: Model metadata"]   # received lines holding this text left out
 //! ```
 //!
 //! Placeholders in the agent's command, environment and home: `{fanout}`,
@@ -205,6 +206,8 @@ struct TranscriptToml {
     order: Option<Spanned<String>>,
     #[serde(default)]
     ignore_updates: Vec<Spanned<String>>,
+    #[serde(default)]
+    ignore_text: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -282,6 +285,9 @@ pub struct Scenario {
     /// `session/update` kinds left out of the transcript (an agent's racy
     /// intermediate states, declared per scenario).
     pub ignore_updates: Vec<String>,
+    /// Received lines holding any of these texts are left out of the
+    /// transcript (an agent's racy warnings, declared per scenario).
+    pub ignore_text: Vec<String>,
     /// The third-party agent's needs, when the scenario replays a cassette.
     pub third_party: Option<ThirdParty>,
 }
@@ -503,7 +509,18 @@ impl Scenario {
             }
             ignore_updates.push(kind.into_inner());
         }
+        let mut ignore_text = Vec::new();
+        for text in raw.transcript.ignore_text {
+            if text.get_ref().trim().is_empty() {
+                return Err(bad(
+                    Some(text.span()),
+                    "`transcript.ignore_text`: an empty text would leave out every line".into(),
+                ));
+            }
+            ignore_text.push(text.into_inner());
+        }
         Ok(Self {
+            ignore_text,
             transcript_order,
             ignore_updates,
             third_party,

@@ -5,6 +5,7 @@
 //! [`CassetteScripts`].
 
 pub mod format;
+mod learn;
 pub mod record;
 pub mod serve;
 pub mod substitute;

@@ -27,6 +27,7 @@ use fanout_replay::{
 use serde_json::{Value, json};
 
 use super::format::Exchange;
+use super::learn::LearnedIds;
 use super::substitute::Substitutions;
 use super::{Cassette, declared_rules, endpoint};
 use crate::error::HarnessError;
@@ -45,8 +46,10 @@ pub struct CassetteServer {
     cassette: Cassette,
     binding: CassetteBinding,
     live_rules: VolatileRules,
-    /// The recording's declared values, replaced by the live run's.
-    substitutions: Substitutions,
+    /// The recording's declared values (recorded, live).
+    declared: Vec<(String, String)>,
+    /// Ids the live run made up, learned from its requests and bindings.
+    learned: Mutex<LearnedIds>,
     requests: AtomicU64,
     activity: Mutex<(usize, Option<Instant>)>,
 }
@@ -59,20 +62,18 @@ impl CassetteServer {
         declared: &BTreeMap<String, String>,
     ) -> Result<Arc<Self>, HarnessError> {
         let binding = CassetteBinding::new(cassette.scripts()?);
-        let substitutions = Substitutions::new(
-            cassette
-                .index
-                .declared
-                .iter()
-                .filter_map(|(name, recorded)| {
-                    Some((recorded.clone(), declared.get(name)?.clone()))
-                }),
-        );
+        let declared_pairs = cassette
+            .index
+            .declared
+            .iter()
+            .filter_map(|(name, recorded)| Some((recorded.clone(), declared.get(name)?.clone())))
+            .collect();
         Ok(Arc::new(Self {
             cassette,
             binding,
             live_rules: declared_rules(declared),
-            substitutions,
+            declared: declared_pairs,
+            learned: Mutex::new(LearnedIds::default()),
             requests: AtomicU64::new(0),
             activity: Mutex::new((0, None)),
         }))
@@ -114,6 +115,33 @@ impl CassetteServer {
             .with_state(self.clone())
     }
 
+    /// Learns the live run's ids from a request bound to `exchange`: those
+    /// in its body, and the ids of the identities bound so far.
+    fn learn(&self, exchange: &Exchange, live_body: Option<&Value>) {
+        let mut learned = match self.learned.lock() {
+            Ok(learned) => learned,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let (Some(recorded), Some(live)) = (exchange.request.body.json(), live_body) {
+            learned.learn(recorded, live);
+        }
+        for (live, recorded) in self.binding.bound_identities() {
+            if let Some(identity) = self.cassette.index.identities.get(recorded) {
+                learned.insert(id_of_key(&identity.key), id_of_key(&live));
+            }
+        }
+    }
+
+    /// What a recorded answer has replaced: the declared values and the
+    /// learned ids.
+    fn substitutions(&self) -> Substitutions {
+        let learned = match self.learned.lock() {
+            Ok(learned) => learned,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        Substitutions::new(self.declared.iter().cloned().chain(learned.pairs()))
+    }
+
     fn answer(&self, exchange: &Exchange) -> Response {
         let recorded = &exchange.response;
         let status = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -126,7 +154,7 @@ impl CassetteServer {
                 builder = builder.header(name.as_str(), value);
             }
         }
-        let bytes = self.substitutions.body(&recorded.body);
+        let bytes = self.substitutions().body(&recorded.body);
         let body = if exchange.truncated {
             // The recorded response stopped short: send what was recorded, then
             // cut the connection, as happened when recording.
@@ -235,15 +263,19 @@ async fn replay_one(server: &CassetteServer, request: Request) -> Response {
         }
     };
     let format = WireFormat::of_path(parts.uri.path());
-    let content = match serde_json::from_slice::<Value>(&body) {
-        Ok(json) => request_content(format, &json, &server.live_rules),
+    let json = match serde_json::from_slice::<Value>(&body) {
+        Ok(json) => Some(json),
         Err(err) => {
             if format != WireFormat::Other && !body.is_empty() {
                 tracing::warn!(%label, %err, "the request body is not JSON; binding by its headers only");
             }
-            Default::default()
+            None
         }
     };
+    let content = json
+        .as_ref()
+        .map(|json| request_content(format, json, &server.live_rules))
+        .unwrap_or_default();
     let live = LiveRequest {
         label: &label,
         identity: identity.as_ref(),
@@ -254,13 +286,20 @@ async fn replay_one(server: &CassetteServer, request: Request) -> Response {
     match server.binding.bind(&live) {
         Ok(served) => {
             tracing::debug!(%label, conversation = served.conversation, exchange = served.exchange, "replayed");
-            server.answer(&server.cassette.exchanges[served.conversation][served.exchange])
+            let exchange = &server.cassette.exchanges[served.conversation][served.exchange];
+            server.learn(exchange, json.as_ref());
+            server.answer(exchange)
         }
         Err(miss) => {
             tracing::warn!(%miss, "replay miss");
             miss_response(&miss)
         }
     }
+}
+
+/// The id part of an identity key (`rung:id`).
+pub(crate) fn id_of_key(key: &str) -> String {
+    key.split_once(':').map_or(key, |(_, id)| id).to_string()
 }
 
 async fn status(State(server): State<Arc<CassetteServer>>) -> axum::Json<Value> {

@@ -10,8 +10,11 @@
 //! also keyed by the update's other ids (`sessionId` of the subagent a
 //! `subagent_update` is about, `senderSessionId`, `messageId`, …). Updates
 //! that replace a session's state (ACP's config options, available commands,
-//! mode, session info, usage) keep only their last value: how many
-//! intermediate states an agent sends depends on timing.
+//! mode, session info, usage) keep only their last value, and a tool call's
+//! `tool_call_update`s (patches: an absent field is unchanged) are folded into
+//! one update holding every field's last value; a `subagent_update` lane is
+//! split by the set of fields its updates patch: how many intermediate states
+//! an agent sends, and how it coalesces them, depends on timing.
 
 use std::collections::HashMap;
 
@@ -24,6 +27,11 @@ const STATE_UPDATES: [&str; 5] = [
     "session_info_update",
     "usage_update",
 ];
+
+/// The `session/update` kind whose updates patch a tool call's fields.
+const PATCH_UPDATE: &str = "tool_call_update";
+/// The `session/update` kind whose updates patch a subagent's fields.
+const SUBAGENT_UPDATE: &str = "subagent_update";
 
 use fanout_replay::VolatileRules;
 use serde_json::Value;
@@ -68,14 +76,34 @@ fn lane_of(line: &str) -> Option<String> {
                 .collect()
         })
         .unwrap_or_default();
+    // A subagent_update patches some of a subagent's fields; each set of
+    // fields is its own lane (its order is the agent's, the interleaving of
+    // two sets is timing).
+    let fields: Vec<String> = if kind == SUBAGENT_UPDATE {
+        update
+            .as_object()
+            .map(|fields| {
+                fields
+                    .keys()
+                    .filter(|name| *name != "sessionUpdate" && !name.ends_with("Id"))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let state = if STATE_UPDATES.contains(&kind.as_str()) {
         "state"
+    } else if kind == PATCH_UPDATE {
+        "patch"
     } else {
         "events"
     };
     Some(format!(
-        "notification\u{0}{method}\u{0}{session}\u{0}{kind}\u{0}{}\u{0}{state}",
-        ids.join("\u{0}")
+        "notification\u{0}{method}\u{0}{session}\u{0}{kind}\u{0}{}\u{0}{}\u{0}{state}",
+        ids.join("\u{0}"),
+        fields.join(",")
     ))
 }
 
@@ -141,6 +169,9 @@ pub fn order(transcript: &[TranscriptLine], known_ids: &[(String, String)]) -> L
             if key.ends_with("\u{0}state") && lines.len() > 1 {
                 lines.drain(..lines.len() - 1);
             }
+            if key.ends_with("\u{0}patch") && !lines.is_empty() {
+                lines = vec![fold_patches(&lines)];
+            }
             let key = lines
                 .iter()
                 .map(|line| blank(&line.text))
@@ -153,6 +184,45 @@ pub fn order(transcript: &[TranscriptLine], known_ids: &[(String, String)]) -> L
     Lanes {
         control,
         lanes: keyed.into_iter().map(|(_, lines)| lines).collect(),
+    }
+}
+
+/// One update with every field's last value over `lines`, objects such as
+/// `_meta` merged a level down, re-serialised (so one update and its split
+/// halves give the same text); the last line as is if one is not JSON.
+fn fold_patches(lines: &[TranscriptLine]) -> TranscriptLine {
+    let last = lines[lines.len() - 1].clone();
+    let mut folded: Option<Value> = None;
+    for line in lines {
+        let Ok(message) = serde_json::from_str::<Value>(&line.text) else {
+            return last;
+        };
+        let Some(folded) = folded.as_mut() else {
+            folded = Some(message);
+            continue;
+        };
+        let (Some(into), Some(Value::Object(fields))) = (
+            folded
+                .pointer_mut("/params/update")
+                .and_then(Value::as_object_mut),
+            message.pointer("/params/update"),
+        ) else {
+            return last;
+        };
+        for (name, value) in fields {
+            match (into.get_mut(name), value) {
+                (Some(Value::Object(old)), Value::Object(new)) => {
+                    old.extend(new.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                _ => {
+                    into.insert(name.clone(), value.clone());
+                }
+            }
+        }
+    }
+    TranscriptLine {
+        direction: last.direction,
+        text: folded.map_or(last.text, |folded| folded.to_string()),
     }
 }
 
@@ -243,6 +313,27 @@ mod tests {
         assert!(lanes.lanes.contains(&vec![about("a", 1), about("a", 2)]));
         assert!(lanes.lanes.contains(&vec![about("b", 1)]));
         assert_eq!(lanes.lanes.len(), 3);
+    }
+
+    #[test]
+    fn a_tool_calls_patches_fold_into_one_however_they_were_coalesced() {
+        let patch = |fields: &str| {
+            received(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"s","update":{{"sessionUpdate":"tool_call_update","toolCallId":"t1",{fields}}}}}}}"#
+            ))
+        };
+        let split = [
+            patch(r#""_meta":{"terminal_output_delta":{"data":"hi\n"}}"#),
+            patch(r#""status":"completed","rawOutput":{"exit_code":0}"#),
+        ];
+        let merged = [patch(
+            r#""status":"completed","rawOutput":{"exit_code":0},"_meta":{"terminal_output_delta":{"data":"hi\n"}}"#,
+        )];
+        let one = order(&split, &[]);
+        assert_eq!(one, order(&merged, &[]));
+        assert_eq!(one.lanes.len(), 1);
+        assert_eq!(one.lanes[0].len(), 1);
+        assert!(one.lanes[0][0].text.contains(r#""status":"completed""#));
     }
 
     #[test]

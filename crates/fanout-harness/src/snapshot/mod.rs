@@ -287,6 +287,13 @@ fn transcript_lines(
         .transcript
         .iter()
         .filter(|line| !is_ignored_update(&line.text, &scenario.ignore_updates))
+        .filter(|line| {
+            line.direction == Direction::Sent
+                || !scenario
+                    .ignore_text
+                    .iter()
+                    .any(|text| line.text.contains(text.as_str()))
+        })
         .cloned()
         .collect();
     let arrow = |line: &crate::acp::TranscriptLine| {

@@ -24,7 +24,7 @@ use crate::acp::{AgentCommand, DriveOutcome, ExitPolicy, drive_until};
 use crate::cassette::Cassette;
 use crate::cassette::format::is_cassette_file;
 use crate::cassette::record::{RecordOptions, RunningRecorder};
-use crate::cassette::serve::{CassetteServer, RunningCassetteServer};
+use crate::cassette::serve::{CassetteServer, RunningCassetteServer, id_of_key};
 use crate::error::HarnessError;
 use crate::normalize::Normalizer;
 use crate::private_file;
@@ -399,10 +399,6 @@ async fn stop(
             })
         }
     }
-}
-
-fn id_of_key(key: &str) -> String {
-    key.split_once(':').map_or(key, |(_, id)| id).to_string()
 }
 
 /// Replaces the cassette files in `dest` with those recorded in `out`.
