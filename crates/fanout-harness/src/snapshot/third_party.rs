@@ -168,8 +168,9 @@ pub(super) async fn run(
         );
     }
     let mut known_ids = vec![(outcome.session_id.clone(), "<session>".to_string())];
+    let numbers = identity_numbers(&served.scripts);
     for (recorded, live) in &served.live_ids {
-        let placeholder = format!("<id-{}>", recorded + 1);
+        let placeholder = format!("<id-{}>", numbers[*recorded]);
         normalizer.session(live, &placeholder);
         known_ids.push((live.clone(), placeholder));
     }
@@ -419,6 +420,28 @@ fn install_cassette(out: &Path, dest: &Path) -> Result<(), HarnessError> {
     Ok(())
 }
 
+/// Each recorded identity's number in the transcript (`<id-N>`): by the
+/// first file name of its conversations, so the order of the index's lists
+/// (which of two independent subagents was recorded first) does not show.
+fn identity_numbers(scripts: &CassetteScripts) -> Vec<usize> {
+    let first_file = |identity: usize| {
+        scripts
+            .conversations()
+            .iter()
+            .filter(|c| c.identity == Some(identity))
+            .map(|c| c.name.as_str())
+            .min()
+    };
+    let mut order: Vec<usize> = (0..scripts.identities().len()).collect();
+    // Identities with no conversation go last, in index order.
+    order.sort_by_key(|&i| (first_file(i).is_none(), first_file(i), i));
+    let mut numbers = vec![0; order.len()];
+    for (rank, identity) in order.into_iter().enumerate() {
+        numbers[identity] = rank + 1;
+    }
+    numbers
+}
+
 /// The agent's version from its `initialize` answer.
 fn agent_version(outcome: &DriveOutcome) -> Option<String> {
     outcome.transcript.iter().find_map(|line| {
@@ -440,6 +463,7 @@ fn cassette_summary(served: &Served, normalizer: &mut Normalizer) -> String {
          exchanges served, digest of the served responses)\n",
     );
     let scripts = &served.scripts;
+    let numbers = identity_numbers(scripts);
     let mut order: Vec<usize> = (0..scripts.conversations().len()).collect();
     order.sort_by(|a, b| {
         scripts.conversations()[*a]
@@ -448,7 +472,7 @@ fn cassette_summary(served: &Served, normalizer: &mut Normalizer) -> String {
     });
     let who = |identity: usize, normalizer: &mut Normalizer| match served.live_ids.get(&identity) {
         Some(live) => normalizer.normalize(live),
-        None => format!("<id-{}> (unclaimed)", identity + 1),
+        None => format!("<id-{}> (unclaimed)", numbers[identity]),
     };
     for c in order {
         let conversation = &scripts.conversations()[c];
