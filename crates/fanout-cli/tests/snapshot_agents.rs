@@ -303,3 +303,36 @@ fn independent_subagents_recorded_in_the_other_order_replay_the_same() {
     let output = fanout(&["snapshot", "run"], &dir);
     assert!(output.status.success(), "{}", text(&output));
 }
+
+#[test]
+fn a_header_less_agent_whose_content_root_changed_misses_naming_the_difference() {
+    // Claude Code 2.1.83 sends no identity headers: its conversations bind by
+    // content root, so a prompt that changed since the recording misses.
+    let (name, installer, _) = AGENT_SCENARIOS[1];
+    if !installed(installer) {
+        return;
+    }
+    let (_tmp, dir) = copy_scenario(name);
+    let toml = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    let changed = toml.replace("subagents read hello.txt", "subagents read HELLO.txt");
+    assert_ne!(toml, changed);
+    std::fs::write(dir.join("scenario.toml"), changed).unwrap();
+    let output = fanout(&["snapshot", "run"], &dir);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    let miss = said
+        .lines()
+        .find(|line| line.starts_with("MISS"))
+        .unwrap_or_else(|| panic!("no MISS line: {said}"));
+    for part in [
+        "request 1 (POST /v1/messages)",
+        "by rung content",
+        "closest recorded: conversation-",
+        "roots differ at character",
+        "HELLO.txt",
+    ] {
+        assert!(miss.contains(part), "{part}: {miss}");
+    }
+    assert!(said.contains("DIFFERS"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}
