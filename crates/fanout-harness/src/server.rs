@@ -75,6 +75,18 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, HarnessError> {
         })
 }
 
+/// `listener` with TCP_NODELAY on every accepted connection: a streamed
+/// answer is many small writes, which Nagle's algorithm would hold back until
+/// the client's delayed ACK (40 ms a chunk).
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
+}
+
 /// Serves `binding` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -85,7 +97,7 @@ pub async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    axum::serve(listener, router(binding))
+    axum::serve(no_delay(listener), router(binding))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|error| HarnessError::Serve { addr, error })
@@ -110,7 +122,7 @@ impl BackgroundServer {
         })?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            axum::serve(listener, app)
+            axum::serve(no_delay(listener), app)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -107,6 +108,11 @@ pub struct Recorder {
     started: Instant,
     recorded_at: String,
     state: Mutex<RecordState>,
+    /// Held while the files are written, so writes never overtake each other
+    /// (each serialises the state inside it) and requests never wait on disk.
+    writing: Mutex<()>,
+    /// Writes started by ended exchanges and not done yet.
+    pending_writes: AtomicUsize,
     stopping: watch::Sender<bool>,
 }
 
@@ -158,6 +164,8 @@ impl Recorder {
             started: Instant::now(),
             recorded_at: fanout_sessionlog::Timestamp::now().to_string(),
             state: Mutex::new(RecordState::default()),
+            writing: Mutex::new(()),
+            pending_writes: AtomicUsize::new(0),
             stopping,
         }))
     }
@@ -265,22 +273,69 @@ impl Recorder {
         (state.seq, SlotRef { conversation, slot })
     }
 
-    /// Records an ended exchange and rewrites its conversation file and the index.
-    fn end(&self, at: SlotRef, exchange: Exchange) {
-        let mut state = self.lock();
-        state.in_flight = state.in_flight.saturating_sub(1);
-        state.last_activity = Some(Instant::now());
-        state.conversations[at.conversation].slots[at.slot] = Slot::Done(Box::new(exchange));
-        if let Err(err) = self
-            .write_conversation(&state, at.conversation)
-            .and_then(|()| self.write_index(&state))
+    /// Records an ended exchange; its conversation file and the index are
+    /// rewritten off the async workers (the agent's next request does not
+    /// wait for the disk).
+    fn end(self: &Arc<Self>, at: SlotRef, exchange: Exchange) {
         {
-            tracing::warn!(%err, "cannot write the cassette");
-            state.write_error.get_or_insert(err);
+            let mut state = self.lock();
+            state.in_flight = state.in_flight.saturating_sub(1);
+            state.last_activity = Some(Instant::now());
+            state.conversations[at.conversation].slots[at.slot] = Slot::Done(Box::new(exchange));
         }
+        let recorder = self.clone();
+        self.pending_writes.fetch_add(1, Ordering::SeqCst);
+        tokio::task::spawn_blocking(move || {
+            let _ = recorder.write(Some(at.conversation));
+            recorder.pending_writes.fetch_sub(1, Ordering::SeqCst);
+        });
     }
 
-    fn write_conversation(&self, state: &RecordState, conversation: usize) -> Result<(), String> {
+    /// Writes a conversation's file (every one with `None`) and the index,
+    /// as the state is once the write lock is held; a failure is kept for
+    /// `finish`.
+    fn write(&self, conversation: Option<usize>) -> Result<(), String> {
+        let _writing = match self.writing.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let files = {
+            let state = self.lock();
+            let which: Vec<usize> = match conversation {
+                Some(one) => vec![one],
+                None => (0..state.conversations.len()).collect(),
+            };
+            let mut files = Vec::with_capacity(which.len() + 1);
+            for c in which {
+                files.push(
+                    self.conversation_text(&state, c)
+                        .map(|text| (conversation_file_name(c + 1), text)),
+                );
+            }
+            files.push(
+                self.index_text(&state)
+                    .map(|text| (INDEX_FILE.to_string(), text)),
+            );
+            files
+        };
+        let result = files.into_iter().try_for_each(|file| {
+            let (name, text) = file?;
+            let path = self.out.join(name);
+            private_file::replace(&path, text.as_bytes())
+                .map_err(|err| format!("{}: {err}", path.display()))
+        });
+        if let Err(err) = &result {
+            tracing::warn!(%err, "cannot write the cassette");
+            self.lock().write_error.get_or_insert(err.clone());
+        }
+        result
+    }
+
+    fn conversation_text(
+        &self,
+        state: &RecordState,
+        conversation: usize,
+    ) -> Result<String, String> {
         let mut text = String::new();
         for slot in &state.conversations[conversation].slots {
             if let Slot::Done(exchange) = slot {
@@ -289,12 +344,10 @@ impl Recorder {
                 text.push('\n');
             }
         }
-        let path = self.out.join(conversation_file_name(conversation + 1));
-        private_file::replace(&path, text.as_bytes())
-            .map_err(|err| format!("{}: {err}", path.display()))
+        Ok(text)
     }
 
-    fn write_index(&self, state: &RecordState) -> Result<(), String> {
+    fn index_text(&self, state: &RecordState) -> Result<String, String> {
         let conversations = state
             .conversations
             .iter()
@@ -325,9 +378,7 @@ impl Recorder {
         };
         let mut text = serde_json::to_string_pretty(&index).map_err(|err| err.to_string())?;
         text.push('\n');
-        let path = self.out.join(INDEX_FILE);
-        private_file::replace(&path, text.as_bytes())
-            .map_err(|err| format!("{}: {err}", path.display()))
+        Ok(text)
     }
 
     /// Stops recording: in-flight exchanges end (recorded as interrupted) and
@@ -338,14 +389,13 @@ impl Recorder {
         while self.activity().0 > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let state = self.lock();
-        let mut result = self.write_index(&state);
-        for conversation in 0..state.conversations.len() {
-            if result.is_ok() {
-                result = self.write_conversation(&state, conversation);
-            }
+        // Every ended exchange's own write is done before the last one.
+        while self.pending_writes.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        match state.write_error.clone().map_or(result, Err) {
+        let result = self.write(None);
+        let write_error = self.lock().write_error.clone();
+        match write_error.map_or(result, Err) {
             Ok(()) => Ok(()),
             Err(message) => Err(HarnessError::Cassette {
                 path: self.out.clone(),
@@ -713,7 +763,7 @@ pub async fn serve(
     let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
     let app = recorder.router();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(crate::server::no_delay(listener), app)
             .with_graceful_shutdown(async {
                 let _ = stopped_rx.await;
             })

@@ -365,7 +365,7 @@ pub async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    axum::serve(listener, server.router())
+    axum::serve(crate::server::no_delay(listener), server.router())
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|error| HarnessError::Serve { addr, error })
