@@ -336,3 +336,29 @@ fn a_header_less_agent_whose_content_root_changed_misses_naming_the_difference()
     assert!(said.contains("DIFFERS"), "{said}");
     assert!(!said.contains("panicked"), "{said}");
 }
+
+#[test]
+fn snapshot_record_never_overwrites_a_cassette_without_force() {
+    // Refused before anything starts: no agent or upstream is needed.
+    let (_tmp, dir) = copy_scenario("opencode-task");
+    let before = std::fs::read(dir.join("cassette/index.json")).unwrap();
+    let output = fanout(
+        &["snapshot", "record", "--upstream", "http://127.0.0.1:9"],
+        &dir,
+    );
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&dir.join("cassette").display().to_string()) && said.contains("--force"),
+        "{said}"
+    );
+    assert!(!said.contains("panicked"), "{said}");
+    assert_eq!(
+        std::fs::read(dir.join("cassette/index.json")).unwrap(),
+        before
+    );
+    assert_eq!(
+        std::fs::read(dir.join("transcript.txt")).unwrap(),
+        std::fs::read(scenario_dir("opencode-task").join("transcript.txt")).unwrap()
+    );
+}
