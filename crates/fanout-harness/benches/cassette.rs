@@ -93,9 +93,14 @@ impl Baseline {
     async fn start(exchange: &Exchange) -> Self {
         let bytes = Bytes::from(exchange.response.body.bytes().expect("recorded bytes"));
         let size = bytes.len();
-        let app = axum::Router::new().fallback(move || {
+        // It reads the request body as any server must (one left unread makes
+        // hyper close the connection under the client's next request).
+        let app = axum::Router::new().fallback(move |request: Bytes| {
             let bytes = bytes.clone();
-            async move { ([("content-type", "text/event-stream")], bytes) }
+            async move {
+                drop(request);
+                ([("content-type", "text/event-stream")], bytes)
+            }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -128,7 +133,7 @@ async fn one(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> (
         .json(body)
         .send()
         .await
-        .expect("request");
+        .unwrap_or_else(|err| panic!("POST {url}: {err:?}"));
     assert!(response.status().is_success(), "{}", response.status());
     let body = response.bytes().await.expect("body");
     (started.elapsed(), body.len())
