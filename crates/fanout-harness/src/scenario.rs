@@ -609,6 +609,19 @@ mod tests {
     }
 
     #[test]
+    fn only_lower_case_names_in_braces_are_placeholders() {
+        assert_eq!(unknown_placeholder("{home}/.config/{install}"), None);
+        assert_eq!(
+            unknown_placeholder("{home}/{nope}"),
+            Some("{nope}".to_string())
+        );
+        // The braces of JSON or TOML in a home file are not placeholders.
+        let json = r#"{"provider": {"mock": {"options": {"baseURL": "{base_url}/v1"}}}}"#;
+        assert_eq!(unknown_placeholder(json), None);
+        assert_eq!(unknown_placeholder("{} {A} {a-b} {"), None);
+    }
+
+    #[test]
     fn parses_a_full_scenario() {
         let scenario = parse(
             r#"
