@@ -13,8 +13,8 @@ use fanout_store::{
 use serde::Serialize;
 
 use crate::counters::{
-    FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
-    STORE_ERRORS_METRIC, WriterCounters,
+    DIALECT_ANOMALIES_METRIC, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC,
+    FRAMES_WITHOUT_TASK_METRIC, STORE_ERRORS_METRIC, WriterCounters,
 };
 use crate::ids::{message_row_id, session_row_id, turn_row_id};
 use crate::writer::{RecordOutcome, SubagentFrame, SubagentWriter};
@@ -53,6 +53,8 @@ pub struct CaptureStats {
     pub subagent_rows: u64,
     /// Failed session, turn and message writes (subagent failures are the writer's `failed`).
     pub store_errors: u64,
+    /// Frames a dialect could not place (`fanout_acp::IgnoredReason::is_anomaly`).
+    pub dialect_anomalies: u64,
 }
 
 #[derive(Debug)]
@@ -248,6 +250,11 @@ impl Capture {
             TrackerEvent::NotUnderstood { .. } => {
                 self.stats.frames_not_understood += 1;
                 self.not_understood_metric.increment(1);
+            }
+            TrackerEvent::Ignored { reason, .. } if reason.is_anomaly() => {
+                self.stats.dialect_anomalies += 1;
+                metrics::counter!(DIALECT_ANOMALIES_METRIC, "reason" => reason.as_str())
+                    .increment(1);
             }
             TrackerEvent::SessionUpdate { .. } | TrackerEvent::Ignored { .. } => {}
         }

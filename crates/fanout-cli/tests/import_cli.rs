@@ -57,21 +57,22 @@ fn json_summary_of_the_examples_and_reimport_is_clean() {
         String::from_utf8_lossy(&first.stderr)
     );
     let json = summary(&first);
-    assert_eq!(json["files"], 6);
-    assert_eq!(json["subagent_rows"], 8);
-    assert_eq!(json["sessions"], 6);
-    assert_eq!(json["turns"], 6);
+    // acp-examples/README.md: 11 transcripts, one session and one turn each, 19 rows.
+    assert_eq!(json["files"], 11);
+    assert_eq!(json["subagent_rows"], 19);
+    assert_eq!(json["sessions"], 11);
+    assert_eq!(json["turns"], 11);
     assert_eq!(json["skipped"], 0);
     assert_eq!(json["errors"], 0);
     assert_eq!(json["counters"]["failed"], 0);
     assert!(json["frames"].as_u64().is_some_and(|n| n > 50));
 
     let before = table_counts(&db);
-    assert_eq!(before.subagents, 8);
+    assert_eq!(before.subagents, 19);
 
     let again = fanout_import(&db, &[&examples], true);
     assert!(again.status.success());
-    assert_eq!(summary(&again)["subagent_rows"], 8);
+    assert_eq!(summary(&again)["subagent_rows"], 19);
     assert_eq!(table_counts(&db), before, "same rows, merged in place");
 }
 

@@ -1,11 +1,105 @@
-//! Codex subagent frames (codex-acp 1.x `_meta.codex.*`, and 2.x's same shapes without
-//! `_meta`). Parsing only; correlation across wire ids lives in the tracker. Applied to
-//! every agent: nothing on the wire says which agent is speaking.
+//! codex-acp (`@agentclientprotocol/codex-acp` 1.x with `_meta.codex.*`, and 2.x, which
+//! sends the same shapes without `_meta`; DESIGN 3.3). What one frame says in Codex terms
+//! ([`CodexSignal`]) and how it fills a payload; the correlation of frames across wire ids
+//! (a lifecycle frame on another id, a control's agent states) is the tracker's Codex
+//! state (`tracker/codex.rs`). With `clientCapabilities.subagents` codex-acp 2.x speaks
+//! ACP's own subagent sessions instead, with [`NativeFields::Codex`].
 
 use serde_json::{Map, Value};
 
-use crate::dialect::FrameView;
+use super::{Dialect, DialectRules, NativeFields};
+use crate::frame::FrameView;
 use crate::json::{first_text, object_at, text, text_at};
+use crate::subagent::{SubagentInputs, SubagentTask};
+
+pub(crate) struct Codex;
+
+impl DialectRules for Codex {
+    fn dialect(&self) -> Dialect {
+        Dialect::Codex
+    }
+
+    fn agent_names(&self) -> &'static [&'static str] {
+        &[
+            "@agentclientprotocol/codex-acp",
+            "@zed-industries/codex-acp",
+            "codex-acp",
+        ]
+    }
+
+    /// A spawn or lifecycle frame. The tracker routes keyed frames through its Codex
+    /// state before any other rule runs; this serves frames it cannot key.
+    fn is_launch(&self, view: &FrameView<'_>) -> bool {
+        matches!(
+            parse(view),
+            Some(CodexSignal::Spawn(_) | CodexSignal::Lifecycle(_))
+        )
+    }
+
+    fn enrich(&self, task: &mut SubagentTask, view: &FrameView<'_>) {
+        task.fill_inputs(&view.inputs());
+    }
+
+    fn native_fields(&self) -> NativeFields {
+        NativeFields::Codex
+    }
+}
+
+/// Codex fields into a payload. `rank_merge`: on `tool_call` frames the agent status only
+/// moves up; on updates it is replaced.
+pub(crate) fn enrich_from_signal(task: &mut SubagentTask, signal: &CodexSignal, rank_merge: bool) {
+    match signal {
+        CodexSignal::Spawn(spawn) => {
+            // DESIGN 3.3: the prompt is the description, falling back to the message.
+            task.fill_inputs(&SubagentInputs {
+                description: spawn.prompt.clone().or_else(|| spawn.message.clone()),
+                prompt: spawn.prompt.clone(),
+                subagent_type: None,
+            });
+            fill(&mut task.child_session_id, spawn.child.as_deref());
+            if let Some(model) = spawn.model.as_deref() {
+                task.model = Some(model.to_owned());
+            }
+            merge_status(task, spawn.status.as_deref(), rank_merge);
+        }
+        CodexSignal::Lifecycle(CodexLifecycle {
+            child,
+            name,
+            activity,
+        }) => {
+            task.fill_inputs(&SubagentInputs {
+                description: name.clone(),
+                prompt: None,
+                subagent_type: name.clone(),
+            });
+            fill(&mut task.child_session_id, child.as_deref());
+            merge_status(task, Some(activity), rank_merge);
+        }
+        CodexSignal::Control(_) => {}
+    }
+}
+
+/// An agent status from Codex; with `rank_merge` it never moves down.
+pub(crate) fn merge_status(task: &mut SubagentTask, status: Option<&str>, rank_merge: bool) {
+    let Some(status) = status.filter(|s| !s.is_empty()) else {
+        return;
+    };
+    if rank_merge
+        && let Some(current) = task.status.as_deref()
+        && status_rank(status) < status_rank(current)
+    {
+        return;
+    }
+    task.set_status(Some(status));
+}
+
+fn fill(slot: &mut Option<String>, value: Option<&str>) {
+    if slot.as_deref().is_none_or(str::is_empty)
+        && let Some(value) = value.filter(|v| !v.is_empty())
+    {
+        *slot = Some(value.to_owned());
+    }
+}
 
 /// Lifecycle activities that are accepted (anything else, e.g. `interacted`, is not a
 /// lifecycle frame).
@@ -168,7 +262,7 @@ fn agent_states(raw: Option<&Value>) -> Vec<(String, String)> {
 
 /// Rank for merging agent statuses on repeated `tool_call` frames: a status never moves
 /// down (a late `started` does not undo `completed`).
-pub(crate) fn status_rank(status: &str) -> u8 {
+fn status_rank(status: &str) -> u8 {
     match status {
         "started" | "pendingInit" | "pending_init" => 1,
         s if ACTIVITIES.contains(&s) || s == "failed" => 3,
