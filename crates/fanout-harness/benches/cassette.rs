@@ -359,7 +359,19 @@ impl MockUpstream {
 }
 
 impl Drop for MockUpstream {
+    /// SIGTERM (through `kill`), so the mock removes its scratch folder; a
+    /// kill only if it is still there after two seconds.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
