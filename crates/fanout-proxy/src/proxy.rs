@@ -104,13 +104,16 @@ pub struct ProxyConfig {
     pub registry: Option<Registry>,
     /// Serve `/metrics`, `/debug/vars` and `/healthz` on this listener while running.
     pub metrics_listener: Option<TcpListener>,
+    /// Queue sizes, intervals and grace periods.
     pub tuning: ProxyTuning,
 }
 
 /// The client's side of the conversation: what the proxy reads and writes. The
 /// process's own stdin and stdout by default ([`ClientStreams::stdio`]).
 pub struct ClientStreams {
+    /// What the client sends (forwarded to the agent's stdin).
     pub input: Box<dyn Read + Send>,
+    /// Where the agent's stdout goes.
     pub output: Box<dyn Write + Send>,
 }
 
@@ -136,8 +139,11 @@ impl ClientStreams {
 /// How a run ended.
 #[derive(Debug)]
 pub struct ProxyOutcome {
+    /// How the agent exited, for the proxy's own exit status.
     pub exit: AgentExit,
+    /// This run's execution id (UUID v7).
     pub execution_id: String,
+    /// The transcript written, if any.
     pub transcript: Option<PathBuf>,
     /// Lines forwarded but neither captured nor in the transcript (a queue was full).
     pub frames_dropped: u64,
@@ -147,9 +153,13 @@ pub struct ProxyOutcome {
     pub frames_unprocessed: u64,
     /// Whether the store was open when the run ended.
     pub store_connected: bool,
+    /// Failed store opens and calls.
     pub store_errors: u64,
+    /// Transcript writes that failed (the transcript is then incomplete).
     pub transcript_errors: u64,
+    /// The subagent writer's counters (AC-26).
     pub counters: CounterSnapshot,
+    /// What capture recorded.
     pub capture: CaptureStats,
 }
 

@@ -25,17 +25,24 @@ pub use fanout_capture::import::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptHeader {
     #[serde(rename = "type")]
+    /// Always [`TRANSCRIPT_TYPE`], so import recognises the file.
     pub kind: &'static str,
+    /// [`TRANSCRIPT_VERSION`].
     pub version: u32,
+    /// The run's execution id; import reuses it, so rows come out the same.
     pub execution_id: String,
+    /// The run's `--task`, if any.
     pub task_id: Option<String>,
     /// The agent's argv, as given.
     pub agent_command: Vec<String>,
+    /// When the run started.
     pub started_at: Timestamp,
+    /// The fanout version that wrote it.
     pub fanout_version: String,
 }
 
 impl TranscriptHeader {
+    /// The header of a transcript this fanout version writes.
     pub fn new(
         execution_id: &str,
         task_id: Option<&str>,
@@ -94,6 +101,7 @@ impl TranscriptWriter {
         Ok(writer)
     }
 
+    /// The transcript file.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -112,6 +120,7 @@ impl TranscriptWriter {
         })
     }
 
+    /// Writes buffered frames to the file.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }

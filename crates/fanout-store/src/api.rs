@@ -14,8 +14,11 @@ use crate::model::{
 /// method of [`crate::SqlStore`].
 #[async_trait]
 pub trait Store: Send + Sync {
+    /// Creates or merges one session row (the rules of `task_sessions`, DESIGN 4.1).
     async fn upsert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    /// Creates or merges one turn row.
     async fn upsert_turn(&self, turn: &TurnRecord) -> Result<(), StoreError>;
+    /// Creates or merges one tool-call message row (its metadata is replaced).
     async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError>;
     /// The one-statement merge of AC-1…AC-16, AC-30…AC-32.
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError>;
