@@ -292,6 +292,7 @@ pub struct TokenCounts {
 pub struct UsageRecord {
     /// The `task_sessions.id` of the session whose agents made the call.
     pub task_session_id: String,
+    /// The session's task.
     pub task_id: String,
     /// The turn open when the response was made; never created for it.
     pub turn_id: Option<String>,
@@ -302,8 +303,11 @@ pub struct UsageRecord {
     pub agent_execution_id: Option<String>,
     /// The provider's response id (Anthropic `message.id`, OpenAI `response_id`).
     pub response_id: String,
+    /// The model the response named.
     pub model: Option<String>,
+    /// The response's token figures.
     pub tokens: TokenCounts,
+    /// Which history or wire the response was read from.
     pub source: UsageSource,
     /// When the response was made (the record's timestamp).
     pub observed_at: Timestamp,
@@ -312,16 +316,26 @@ pub struct UsageRecord {
 /// One stored usage-ledger row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UsageRow {
+    /// The row id: UUID v5 of (session, response id).
     pub id: String,
+    /// The session whose agents made the call.
     pub task_session_id: String,
+    /// The session's task.
     pub task_id: String,
+    /// The turn open when the response was made.
     pub turn_id: Option<String>,
+    /// The invocation whose context made the call; `None`: the session's own agent.
     pub subagent_tool_call_id: Option<String>,
+    /// The agent execution, `unknown` when none was known.
     pub agent_execution_id: String,
+    /// The provider's response id.
     pub response_id: String,
+    /// The model the response named.
     pub model: Option<String>,
     #[serde(flatten)]
+    /// The response's token figures.
     pub tokens: TokenCounts,
+    /// Which history or wire the response was read from.
     pub source: UsageSource,
     /// Written once: the observation of the row's first writer.
     pub observed_at: Timestamp,

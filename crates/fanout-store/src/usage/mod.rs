@@ -74,12 +74,14 @@ pub struct UsageGroup {
     /// The group's value of the grouping column; `None` is the NULL group.
     pub key: Option<String>,
     #[serde(flatten)]
+    /// The group's totals.
     pub totals: TokenTotals,
 }
 
 /// The usage of one session: its own agent's and its subagents'.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SessionUsage {
+    /// The session whose agents made the call.
     pub task_session_id: String,
     /// Every response of the session.
     pub total: TokenTotals,
@@ -92,7 +94,9 @@ pub struct SessionUsage {
 /// The usage of one subagent invocation (one `tool_call_id` of a session).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct InvocationUsage {
+    /// The session whose agents made the call.
     pub task_session_id: String,
+    /// The invocation's launching tool call.
     pub tool_call_id: String,
     /// The responses attributed to this invocation.
     pub own: TokenTotals,
