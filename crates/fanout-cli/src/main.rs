@@ -4,12 +4,15 @@
 mod demo;
 mod health;
 mod import;
+mod look;
 mod migrate;
 mod output;
 mod proxy;
 mod replay;
 mod report;
 mod serve;
+mod sessions;
+mod show;
 mod snapshot;
 
 use anyhow::Result;
@@ -47,6 +50,10 @@ enum Command {
     Proxy(proxy::ProxyArgs),
     /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
     Serve(serve::ServeArgs),
+    /// List sessions, newest first: harness, task, turns, subagents, tokens, cost, source.
+    Sessions(sessions::SessionsArgs),
+    /// One session as a tree of turns and subagent invocations, with usage, cost and a timeline.
+    Show(show::ShowArgs),
     /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
     Import(import::ImportArgs),
 }
@@ -99,6 +106,8 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Import(args) => import::run(args).await,
+        Command::Sessions(args) => sessions::run(args).await,
+        Command::Show(args) => show::run(args).await,
     }
 }
 
