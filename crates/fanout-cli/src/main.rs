@@ -14,6 +14,7 @@ mod serve;
 mod sessions;
 mod show;
 mod snapshot;
+mod web;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -48,7 +49,7 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
     Proxy(proxy::ProxyArgs),
-    /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
+    /// Read-only web UI (sessions, trees, timelines, report; live) and /metrics, on loopback.
     Serve(serve::ServeArgs),
     /// List sessions, newest first: harness, task, turns, subagents, tokens, cost, source.
     Sessions(sessions::SessionsArgs),

@@ -156,6 +156,11 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The fan-out report's HTML sections, for the shared report template.
+pub(crate) fn fanout_fragment(report: &fanout_store::FanoutReport, database: &str) -> String {
+    html::fragment(report, database)
+}
+
 /// The usage report over `scope`, priced with `prices`.
 pub(crate) async fn usage_report_of(
     store: &fanout_store::SqlStore,
