@@ -195,6 +195,9 @@ async fn events(State(web): Shared) -> impl IntoResponse {
     )
 }
 
+/// A gauge series: its name and labels.
+type GaugeKey<'a> = (&'a str, Vec<(&'a str, String)>);
+
 /// The database figures for `/metrics` (gauges: they are the database's state, not
 /// this process's counts): invocations by type, model and harness (total, settled,
 /// async), measured tokens by kind and cost by model and harness, unpriced responses.
@@ -208,7 +211,7 @@ pub async fn database_metrics(store: &SqlStore, prices: &PriceTable) -> anyhow::
     let cells = store.usage_cells(&ReportScope::All).await?;
     let none = "(unreported)".to_owned();
     let unknown = "unknown".to_owned();
-    let mut gauges: BTreeMap<(&str, Vec<(&str, String)>), f64> = BTreeMap::new();
+    let mut gauges: BTreeMap<GaugeKey<'_>, f64> = BTreeMap::new();
     for row in &rows {
         let labels = vec![
             (

@@ -121,7 +121,7 @@ pub fn harness(session: &SessionRow) -> String {
 /// `live` (captured by a proxy run) or `import` (read from a history).
 pub fn provenance(session: &SessionRow) -> &'static str {
     match session.usage_source.as_deref() {
-        Some("claude-log") | Some("codex-rollout") => "import",
+        Some("claude-log" | "codex-rollout") => "import",
         _ if session.agent_execution_id.is_some() => "live",
         _ => "import",
     }

@@ -88,9 +88,51 @@ pub fn render(view: &SessionView, turn: Option<usize>, style: Style) -> String {
         out.push(String::new());
         out.extend(render_turn(t, style));
     }
-    let mut text = out.join("\n");
-    text.push('\n');
+    let mut text = String::new();
+    for line in out {
+        for piece in wrap(&line, style.width) {
+            text.push_str(&piece);
+            text.push('\n');
+        }
+    }
     text
+}
+
+/// `line` broken at spaces into pieces of at most `width` columns, continuations
+/// indented by four; a line that is already short enough (the tree, the timeline)
+/// is kept, and a word longer than a line is cut.
+fn wrap(line: &str, width: usize) -> Vec<String> {
+    if line.width() <= width {
+        return vec![line.to_owned()];
+    }
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
+    let mut pieces = Vec::new();
+    let mut current = indent.to_owned();
+    for word in body.split(' ') {
+        let candidate = if current.trim().is_empty() {
+            format!("{current}{word}")
+        } else {
+            format!("{current} {word}")
+        };
+        if candidate.width() > width && !current.trim().is_empty() {
+            pieces.push(current);
+            current = format!("{indent}    {word}");
+        } else {
+            current = candidate;
+        }
+    }
+    pieces.push(current);
+    pieces
+        .into_iter()
+        .map(|p| {
+            if p.width() > width {
+                fit(&p, width).trim_end().to_owned()
+            } else {
+                p
+            }
+        })
+        .collect()
 }
 
 fn render_turn(t: &TurnView, style: Style) -> Vec<String> {
@@ -179,22 +221,20 @@ fn tree_lines(
             usd(&node.with_descendants.cost)
         )
     };
-    let figures = format!(
-        "  · {status} · {length} · {measured} tok{reported} · {cost}{}",
-        if flags.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", flags.join(", "))
-        }
-    );
+    let flags = if flags.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", flags.join(", "))
+    };
+    let figures = format!("{status} · {length} · {measured} tok{reported} · {cost}");
     let lead = format!("{prefix}{branch}");
     let room = style
         .width
-        .saturating_sub(lead.width() + figures.width())
+        .saturating_sub(lead.width() + flags.width())
         .max(16);
     let name = label(row.subagent_type.as_deref(), row.description.as_deref());
     let name = if name.width() > room {
-        fit(&name, room)
+        fit(&name, room).trim_end().to_owned()
     } else {
         name
     };
@@ -203,12 +243,33 @@ fn tree_lines(
         "failed" | "cancelled" => "31",
         _ => "33",
     };
-    let figures = if style.colour {
+    let painted = if style.colour {
         figures.replacen(&status, &style.paint(status_code, &status), 1)
     } else {
-        figures
+        figures.clone()
     };
-    out.push(format!("{lead}{}{figures}", style.paint("1", &name)));
+    let head = format!(
+        "{lead}{}{}",
+        style.paint("1", &name),
+        style.paint("2", &flags)
+    );
+    let one_line = lead.width() + name.width() + flags.width() + 3 + figures.width();
+    if one_line <= style.width {
+        out.push(format!("{head} · {painted}"));
+    } else {
+        // The figures on their own line, under the name, keeping the tree's rails.
+        let rail = format!(
+            "{prefix}{}{}",
+            if last { "   " } else { "│  " },
+            if node.children.is_empty() {
+                "   "
+            } else {
+                "│  "
+            }
+        );
+        out.push(head);
+        out.push(format!("{rail}{painted}"));
+    }
     let child_prefix = format!("{prefix}{}", if last { "   " } else { "│  " });
     let count = node.children.len();
     for (i, child) in node.children.iter().enumerate() {

@@ -75,10 +75,6 @@ impl Usage {
             t.cache_read_tokens,
             t.reasoning_tokens,
         ];
-        kinds
-            .iter()
-            .flatten()
-            .copied()
-            .reduce(i64::saturating_add)
+        kinds.iter().flatten().copied().reduce(i64::saturating_add)
     }
 }
