@@ -41,8 +41,15 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let dir = args.stats_dir.unwrap_or_else(default_stats_dir);
     let prices = args.prices.load()?;
-    // Read-only: the UI never creates, migrates or writes the database.
-    let store = args.db.open_existing().await?;
+    // Read-only: the UI never creates, migrates or writes the database. Without one
+    // (none yet, or unreadable) the counters are still served and `/` says why.
+    let store = match args.db.open_existing().await {
+        Ok(store) => Ok(store),
+        Err(err) => {
+            eprintln!("fanout serve: no web UI: {err:#}");
+            Err(format!("{err:#}"))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -54,14 +61,19 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     // listening on port 0.
     let banner = format!(
         "fanout serve: http://{addr}/ (sessions of {}; also /report, /metrics, /debug/vars, /healthz; proxies' stats in {}); Ctrl-C stops\n",
-        store.target(),
+        store
+            .as_ref()
+            .map_or_else(|_| "no database".to_owned(), |s| s.target().to_owned()),
         dir.display()
     );
     let mut stdout = tokio::io::stdout();
     stdout.write_all(banner.as_bytes()).await?;
     stdout.flush().await?;
     let database = Arc::new(Mutex::new(Snapshot::default()));
-    let web = crate::web::routes(store, prices, Arc::clone(&database)).await?;
+    let web = match store {
+        Ok(store) => crate::web::routes(store, prices, Arc::clone(&database)).await?,
+        Err(reason) => crate::web::without_database(reason),
+    };
     let source = Arc::new(CombinedMetrics {
         stats: Arc::new(StatsDir::new(dir, STALE_AFTER)),
         database,

@@ -91,6 +91,25 @@ pub async fn routes(
         .with_state(web))
 }
 
+/// The UI routes when no database could be opened: each says why.
+pub fn without_database(reason: String) -> Router {
+    let page = move || {
+        let reason = reason.clone();
+        async move {
+            failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "fanout serve has no database to show: {reason}. Start it with --db URL (or import a history first: fanout import)."
+                ),
+            )
+        }
+    };
+    Router::new()
+        .route("/", get(page.clone()))
+        .route("/sessions/{id}", get(page.clone()))
+        .route("/report", get(page))
+}
+
 type Shared = State<Arc<Web>>;
 
 fn failure(status: StatusCode, message: &str) -> Response {
