@@ -215,6 +215,45 @@ pub async fn session_lines(
         .collect())
 }
 
+/// What the tree and the pages say about one invocation, in words.
+pub struct Facts {
+    /// The tool status, else the agent's status, cleaned; `-` without either.
+    pub status: String,
+    /// The reported duration, else observation to settle; `-` while running unreported.
+    pub duration: String,
+    /// `async`, `unsettled`, `unpriced`, as they apply.
+    pub flags: Vec<&'static str>,
+}
+
+/// The [`Facts`] of one invocation.
+pub fn facts(node: &fanout_store::InvocationNode) -> Facts {
+    let row = &node.row;
+    let mut flags = Vec::new();
+    if row.is_async {
+        flags.push("async");
+    }
+    if row.settled_at.is_none() {
+        flags.push("unsettled");
+    }
+    if node.with_descendants.cost.has_unpriced() {
+        flags.push("unpriced");
+    }
+    Facts {
+        status: row
+            .tool_status
+            .as_deref()
+            .or(row.agent_status.as_deref())
+            .map(clean)
+            .unwrap_or_else(|| "-".into()),
+        duration: row
+            .duration_ms
+            .or_else(|| row.settled_at.map(|s| millis_between(row.observed_at, s)))
+            .map(duration)
+            .unwrap_or_else(|| "-".into()),
+        flags,
+    }
+}
+
 /// Untrusted text for a terminal or a page: control characters (ESC, BEL, CR, …) are
 /// written as visible escapes (`\u{1b}`), and a line break becomes a space.
 pub fn clean(text: &str) -> String {

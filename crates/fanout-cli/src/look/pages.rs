@@ -256,32 +256,20 @@ fn turn_context(t: &TurnView) -> Value {
         .into_iter()
         .map(|node| {
             let row = &node.row;
-            let mut flags = Vec::new();
-            if row.is_async {
-                flags.push("async");
-            }
-            if row.settled_at.is_none() {
-                flags.push("unsettled");
-            }
-            if node.with_descendants.cost.has_unpriced() {
-                flags.push("unpriced");
-            }
+            let facts = super::facts(node);
             context! {
                 tool_call_id => row.tool_call_id,
                 depth => node.depth,
                 kind => row.subagent_type.as_deref().map(clean).unwrap_or_else(|| "(untyped)".into()),
                 description => row.description.as_deref().map(clean).unwrap_or_default(),
                 model => row.model.as_deref().map(clean).unwrap_or_else(|| "-".into()),
-                status => row.tool_status.as_deref().or(row.agent_status.as_deref()).map(clean).unwrap_or_else(|| "-".into()),
-                duration => row.duration_ms
-                    .or_else(|| row.settled_at.map(|s| millis_between(row.observed_at, s)))
-                    .map(duration)
-                    .unwrap_or_else(|| "-".into()),
+                status => facts.status,
+                duration => facts.duration,
                 tokens => tokens(node.own.total_tokens()),
                 reported => tokens(row.total_tokens),
                 cost_own => usd(&node.own.cost),
                 cost_total => usd(&node.with_descendants.cost),
-                flags,
+                flags => facts.flags,
             }
         })
         .collect();

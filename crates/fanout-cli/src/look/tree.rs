@@ -186,27 +186,11 @@ fn tree_lines(
 ) {
     let branch = if last { "└─ " } else { "├─ " };
     let row = &node.row;
-    let status = row
-        .tool_status
-        .as_deref()
-        .or(row.agent_status.as_deref())
-        .map(clean)
-        .unwrap_or_else(|| "-".into());
-    let length = row
-        .duration_ms
-        .or_else(|| row.settled_at.map(|s| millis_between(row.observed_at, s)))
-        .map(duration)
-        .unwrap_or_else(|| "-".into());
-    let mut flags = Vec::new();
-    if row.is_async {
-        flags.push("async");
-    }
-    if row.settled_at.is_none() {
-        flags.push("unsettled");
-    }
-    if node.with_descendants.cost.has_unpriced() {
-        flags.push("unpriced");
-    }
+    let super::Facts {
+        status,
+        duration: length,
+        flags,
+    } = super::facts(node);
     let measured = tokens(node.own.total_tokens());
     let reported = row
         .total_tokens
