@@ -6,7 +6,7 @@
 use fanout_store::{InvocationNode, SessionView, TurnView};
 use unicode_width::UnicodeWidthStr;
 
-use super::timeline::{fit, label, layout, render_text};
+use super::timeline::{fit, label, layout, render_text, wrap};
 use super::{clean, duration, harness, millis_between, tokens, unpriced_models, usd, when};
 
 /// How to draw.
@@ -96,43 +96,6 @@ pub fn render(view: &SessionView, turn: Option<usize>, style: Style) -> String {
         }
     }
     text
-}
-
-/// `line` broken at spaces into pieces of at most `width` columns, continuations
-/// indented by four; a line that is already short enough (the tree, the timeline)
-/// is kept, and a word longer than a line is cut.
-fn wrap(line: &str, width: usize) -> Vec<String> {
-    if line.width() <= width {
-        return vec![line.to_owned()];
-    }
-    let body = line.trim_start_matches(' ');
-    let indent = &line[..line.len() - body.len()];
-    let mut pieces = Vec::new();
-    let mut current = indent.to_owned();
-    for word in body.split(' ') {
-        let candidate = if current.trim().is_empty() {
-            format!("{current}{word}")
-        } else {
-            format!("{current} {word}")
-        };
-        if candidate.width() > width && !current.trim().is_empty() {
-            pieces.push(current);
-            current = format!("{indent}    {word}");
-        } else {
-            current = candidate;
-        }
-    }
-    pieces.push(current);
-    pieces
-        .into_iter()
-        .map(|p| {
-            if p.width() > width {
-                fit(&p, width).trim_end().to_owned()
-            } else {
-                p
-            }
-        })
-        .collect()
 }
 
 fn render_turn(t: &TurnView, style: Style) -> Vec<String> {

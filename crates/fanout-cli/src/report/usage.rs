@@ -6,7 +6,7 @@
 
 use fanout_store::{Usage, UsageReport};
 
-use crate::look::timeline::{fit, label};
+use crate::look::timeline::{fit, label, wrap};
 use crate::look::{clean, tokens, unpriced_models, usd};
 use crate::output::UNREPORTED_LABEL;
 
@@ -49,7 +49,6 @@ pub fn sections(report: &UsageReport) -> Vec<Section> {
         .map(|l| SectionRow {
             cells: vec![
                 l.task_session_id.clone(),
-                clean(&l.task_id),
                 l.usage.total.tokens.responses.to_string(),
                 tokens(l.usage.total.total_tokens()),
                 usd(&l.usage.total.cost),
@@ -123,7 +122,6 @@ pub fn sections(report: &UsageReport) -> Vec<Section> {
             title: "Usage per session",
             header: vec![
                 "session",
-                "task",
                 "responses",
                 "tokens",
                 "cost",
@@ -195,16 +193,21 @@ pub fn table(report: &UsageReport, width: usize) -> String {
         share(t.subagent_cost_share),
     );
     out.push_str(&unpriced_note(&t.total));
+    let mut out: String = out
+        .lines()
+        .flat_map(|line| wrap(line, width))
+        .map(|line| line + "\n")
+        .collect();
     for section in sections(report) {
         if section.rows.is_empty() {
             continue;
         }
         out.push_str(&format!("\n{}\n", section.title));
         let columns = section.header.len();
-        let numeric = 9usize;
+        let numeric = 8usize;
         let first = width
             .saturating_sub((columns - 1) * (numeric + 1))
-            .clamp(22, 48);
+            .clamp(12, 48);
         let mut line = fit(section.header[0], first);
         for h in &section.header[1..] {
             line.push(' ');
