@@ -13,8 +13,8 @@ use fanout_capture::{
 };
 use fanout_store::testing::{LogCapture, TestDb};
 use fanout_store::{
-    MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, SubagentRow,
-    TurnRecord, WriteOp, both_engines,
+    ImportFileRecord, MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord,
+    SubagentRow, TurnRecord, UsageRecord, WriteOp, both_engines,
 };
 
 const A2C: Direction = Direction::AgentToClient;
@@ -410,6 +410,12 @@ impl Store for FailingSubagentStore {
             op: "subagent upsert",
             cause: sqlx::Error::Protocol("the disk is full (test)".into()),
         })
+    }
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.0.upsert_usage(u).await
+    }
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        self.0.upsert_import_file(f).await
     }
     /// A batch with a subagent write fails as a whole and writes nothing, as a real
     /// transaction would; capture must then retry record by record.

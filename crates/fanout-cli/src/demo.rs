@@ -107,6 +107,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     report::run(ReportArgs {
         db: args.db,
+        prices: crate::look::PriceArgs { prices: None },
         task: Some(task),
         session: None,
         since: None,
