@@ -42,9 +42,10 @@ mod capture;
 mod counters;
 mod ids;
 pub mod import;
+pub mod transcript;
 mod writer;
 
-pub use capture::{Capture, CaptureConfig, CaptureStats};
+pub use capture::{Capture, CaptureConfig, CaptureStats, Held};
 pub use counters::{
     CounterSnapshot, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
     Outcome, STORE_ERRORS_METRIC, SUBAGENT_CONTEXT_METRIC, WriterCounters,

@@ -51,7 +51,8 @@ impl Planned {
     }
 }
 
-/// Expands `paths` (files, directories walked recursively for `*.jsonl`) into units, in
+/// Expands `paths` (files, directories walked recursively for `*.jsonl` and fanout's
+/// `*.transcript`) into units, in
 /// a stable order. Subagent logs are read with their session's log, never on their own
 /// unless that log is missing.
 pub fn discover(paths: &[PathBuf]) -> (Vec<Planned>, Vec<FileFailure>, Vec<SkippedFile>) {
@@ -107,7 +108,9 @@ fn failure(error: ImportError) -> FileFailure {
     let path = match &error {
         ImportError::Read { path, .. }
         | ImportError::Unrecognised { path, .. }
-        | ImportError::BadHeader { path, .. } => path.clone(),
+        | ImportError::BadHeader { path, .. }
+        | ImportError::InUse { path }
+        | ImportError::Store { path, .. } => path.clone(),
     };
     FileFailure {
         path,
@@ -141,7 +144,13 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>, failures: &mut Vec<FileFailure>) {
         // Symlinks are not followed into directories: a link loop must not hang the walk.
         match entry.file_type() {
             Ok(kind) if kind.is_dir() => walk(&path, found, failures),
-            Ok(_) if path.extension().is_some_and(|e| e == "jsonl") => found.push(path),
+            Ok(_)
+                if path.extension().is_some_and(|e| {
+                    e == "jsonl" || e == crate::transcript::TRANSCRIPT_EXTENSION
+                }) =>
+            {
+                found.push(path)
+            }
             Ok(_) => {}
             Err(cause) => failures.push(failure(ImportError::Read { path, cause })),
         }

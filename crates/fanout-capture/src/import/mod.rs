@@ -28,7 +28,7 @@ use crate::capture::CaptureStats;
 use crate::counters::CounterSnapshot;
 
 pub use discover::{Planned, discover};
-pub use transcript::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
+pub use transcript::{CatchUp, TRANSCRIPT_TYPE, TRANSCRIPT_VERSION, catch_up_pending};
 
 /// Which reader a file needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,6 +65,10 @@ pub enum ImportError {
     Unrecognised { path: PathBuf, reason: String },
     #[error("{}:1: bad transcript header: {reason}", path.display())]
     BadHeader { path: PathBuf, reason: String },
+    #[error("{}: a running `fanout proxy` is writing or applying it (and records it itself)", path.display())]
+    InUse { path: PathBuf },
+    #[error("{}: the store did not take it: {reason}", path.display())]
+    Store { path: PathBuf, reason: String },
 }
 
 /// A file that could not be imported (nothing of it, or only a prefix, was recorded).
