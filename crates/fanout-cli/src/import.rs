@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use fanout_capture::import::{ImportProgress, ImportSummary, LineError, import_paths};
+use fanout_capture::import::{
+    ImportProgress, ImportSummary, LineError, catch_up_pending, import_paths,
+};
 use fanout_store::Store;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -39,6 +41,26 @@ pub async fn run(args: ImportArgs) -> Result<ExitCode> {
     let summary = import_paths(Arc::clone(&store) as Arc<dyn Store>, &args.paths, progress).await;
     if let Some(bar) = bar {
         bar.bar.finish_and_clear();
+    }
+    // What a proxy left not wholly in this store (DESIGN 7): written now, no one asked.
+    let transcripts = fanout_types::default_data_dir().join("transcripts");
+    let identity = fanout_store::store_identity(&args.db.url());
+    let caught_up = catch_up_pending(
+        Arc::clone(&store) as Arc<dyn Store>,
+        &transcripts,
+        &identity,
+    )
+    .await;
+    if !caught_up.files.is_empty() {
+        eprintln!(
+            "fanout: also wrote {} line(s) of {} proxy transcript(s) in {} that were not yet in the store",
+            caught_up.lines_applied(),
+            caught_up.files.len(),
+            transcripts.display()
+        );
+    }
+    for failure in &caught_up.failed {
+        eprintln!("fanout: {}", failure.error);
     }
     for failure in &summary.failed_files {
         eprintln!("fanout: {}", failure.error);

@@ -30,12 +30,13 @@
 //! slow consumer can never reach them.
 
 mod agent;
-mod consumer;
 mod error;
+mod follower;
 pub mod metric_names;
 mod proxy;
 mod queue;
 mod ratelimit;
+mod recorder;
 mod store;
 mod tap;
 mod transcript;

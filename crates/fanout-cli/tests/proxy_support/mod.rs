@@ -199,12 +199,15 @@ pub fn prometheus_value(page: &str, series: &str) -> Option<f64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// The only `*.jsonl` file in `dir`.
+/// The only transcript (`*.transcript`) in `dir`.
 pub fn only_transcript(dir: &Path) -> PathBuf {
     let files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("transcript dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == fanout_capture::transcript::TRANSCRIPT_EXTENSION)
+        })
         .collect();
     assert_eq!(
         files.len(),
@@ -215,12 +218,43 @@ pub fn only_transcript(dir: &Path) -> PathBuf {
     files.into_iter().next().expect("one")
 }
 
-/// The transcript as JSON values (header first).
+/// A transcript (either version) as JSON values: its header, then one
+/// `{"dir", "line", "ts"}` per line it records (a version 2 transcript framed as the
+/// proxy's tap saw it; `line` lossy where it is not UTF-8).
 pub fn transcript_lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .expect("read transcript")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("transcript line is JSON"))
+    use fanout_capture::transcript::{SplitLine, split_records};
+    let bytes = std::fs::read(path).expect("read transcript");
+    let header_end = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .expect("a header line")
+        + 1;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[..header_end]).expect("the header is JSON");
+    if header["version"] == 1 {
+        return std::iter::once(header)
+            .chain(
+                bytes[header_end..]
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .map(|l| serde_json::from_slice(l).expect("transcript line is JSON")),
+            )
+            .collect();
+    }
+    let lines = split_records(&bytes[header_end..], usize::MAX).expect("transcript records");
+    std::iter::once(header)
+        .chain(lines.into_iter().map(|split| match split {
+            SplitLine::Line {
+                direction,
+                line,
+                at,
+            } => serde_json::json!({
+                "dir": direction.as_str(),
+                "line": String::from_utf8_lossy(&line),
+                "ts": at.canonical(),
+            }),
+            SplitLine::Oversized { .. } => panic!("no line is longer than usize::MAX"),
+        }))
         .collect()
 }
 
