@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+pub mod session;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -313,6 +316,24 @@ pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path)
         assert!(!captured.is_empty(), "{table} is empty");
         assert_eq!(captured, replayed, "{table}: live vs imported");
     }
+}
+
+/// `SELECT COUNT(*)` of `table` (with an optional `WHERE` clause) on either engine,
+/// through a read-only store.
+pub async fn count_rows(url: &str, table: &str, filter: &str) -> i64 {
+    let options = fanout_store::OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let store = fanout_store::SqlStore::open_with(url, &options)
+        .await
+        .expect("open the store to read it");
+    let count = store
+        .query_i64(&format!("SELECT COUNT(*) FROM {table} {filter}"))
+        .await
+        .expect("count");
+    store.close().await;
+    count
 }
 
 /// One scalar text query on a SQLite database.
