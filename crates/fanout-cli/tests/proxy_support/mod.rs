@@ -49,6 +49,8 @@ fn collect(mut from: impl Read + Send + 'static) -> (Buffer, JoinHandle<()>) {
 pub struct Running {
     pub child: Child,
     stdin: Option<ChildStdin>,
+    /// Everything [`Running::write`] sent.
+    written: Vec<u8>,
     stdout: Buffer,
     stderr: Buffer,
     readers: Vec<JoinHandle<()>>,
@@ -79,6 +81,7 @@ impl Running {
         let (stderr, err_reader) = collect(child.stderr.take().expect("stderr"));
         Running {
             stdin: child.stdin.take(),
+            written: Vec::new(),
             child,
             stdout,
             stderr,
@@ -89,9 +92,20 @@ impl Running {
     /// Writes to the proxy's stdin; false once the proxy no longer reads it.
     pub fn write(&mut self, bytes: &[u8]) -> bool {
         match self.stdin.as_mut() {
-            Some(stdin) => stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok(),
+            Some(stdin) => {
+                let done = stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok();
+                if done {
+                    self.written.extend_from_slice(bytes);
+                }
+                done
+            }
             None => false,
         }
+    }
+
+    /// Everything [`Running::write`] has sent so far.
+    pub fn written(&self) -> Vec<u8> {
+        self.written.clone()
     }
 
     /// The proxy's stdin, for a writer thread.

@@ -162,6 +162,18 @@ impl Client {
         }
     }
 
+    /// Sends the next prompt without waiting for its answer.
+    pub fn send_prompt(&mut self, proxy: &mut Running) {
+        self.turns_done += 1;
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": self.session_id, "prompt": [{"type": "text", "text": format!("Review part {}", self.turns_done)}]}});
+        assert!(
+            proxy.write(format!("{line}\n").as_bytes()),
+            "the proxy stopped reading"
+        );
+    }
+
     /// Runs the next `count` prompt turns; returns the longest round trip.
     pub fn turns(&mut self, proxy: &mut Running, count: usize, limit: Duration) -> Duration {
         let mut longest = Duration::ZERO;
