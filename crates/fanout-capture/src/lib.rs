@@ -10,9 +10,10 @@
 //!
 //! Must not know: processes, pipes, HTTP, terminals or any presentation. Callers hand
 //! it complete lines with their observation time ([`Capture::observe`]); it hands
-//! typed records to [`fanout_store::Store`], the store's write seam (it never reads
-//! the database back). Nothing here fails its caller: store errors are WARN logs and
-//! counters.
+//! typed records to [`fanout_store::Store`], the store's write seam (it reads back only
+//! how far a transcript is applied). Nothing here fails its caller: store errors are
+//! WARN logs and counters, and writes the store cannot take now are held for it
+//! ([`Capture::apply_batch`]).
 //!
 //! Identities are deterministic (UUID v5), so replaying the same traffic (re-import)
 //! lands on the same rows:

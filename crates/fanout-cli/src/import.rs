@@ -19,8 +19,10 @@ use crate::output::{DbArgs, Format};
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// Files or directories (walked for *.jsonl): fanout transcripts and Claude Code
-    /// session folders (`<id>.jsonl` with `<id>/subagents/agent-*.jsonl`).
+    /// Files or directories (walked for *.transcript and *.jsonl): fanout transcripts
+    /// and Claude Code session folders (`<id>.jsonl` with `<id>/subagents/agent-*.jsonl`).
+    /// Proxy transcripts in the default place that are not yet wholly in this store
+    /// are written too.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
