@@ -98,7 +98,7 @@ fn sse(pieces: &[&str]) -> Canned {
     Canned {
         status: "200 OK",
         content_type: "text/event-stream",
-        pieces: pieces.iter().map(|s| s.to_string()).collect(),
+        pieces: pieces.iter().map(ToString::to_string).collect(),
     }
 }
 

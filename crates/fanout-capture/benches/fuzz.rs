@@ -254,7 +254,7 @@ fn mutate_json(value: &mut Value, rng: &mut Rng) {
 fn mutate(line: &[u8], other: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut bytes = line.to_vec();
     match rng.below(9) {
-        0 | 1 | 2 => {
+        0..=2 => {
             if let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) {
                 for _ in 0..=rng.below(3) {
                     mutate_json(&mut value, rng);
@@ -385,7 +385,7 @@ fn fuzz_capture(
                         .collect();
                     capture.observe_batch(&lines).await;
                 }
-            })
+            });
         }));
     }
     done
@@ -528,7 +528,11 @@ fn fuzz_import(
         }
         let store = Arc::clone(&store);
         let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            runtime.block_on(import_paths(store, &[round.clone()], &NoProgress))
+            runtime.block_on(import_paths(
+                store,
+                std::slice::from_ref(&round),
+                &NoProgress,
+            ))
         }));
         if let Ok(summary) = summary {
             done.bad_lines += summary.files.iter().map(|f| f.skipped).sum::<u64>();

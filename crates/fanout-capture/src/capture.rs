@@ -26,6 +26,7 @@ pub struct CaptureConfig {
     pub agent_execution_id: Option<String>,
     /// `None` -> the `cwd` sent in `session/new` (DESIGN 3.2); no task -> not recorded.
     pub task_id: Option<String>,
+    /// The agent's command line, stored on every session row of this execution.
     pub agent_command: Option<String>,
 }
 
@@ -183,6 +184,7 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// A capture writing to `store` for the execution `config` describes.
     pub fn new(store: Arc<dyn Store>, config: CaptureConfig) -> Capture {
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         Capture {
@@ -297,6 +299,7 @@ impl Capture {
         self.writer.counters()
     }
 
+    /// Its running totals.
     pub fn stats(&self) -> CaptureStats {
         self.stats
     }
@@ -329,7 +332,7 @@ impl Capture {
                 error,
             } => {
                 let stop_reason = stop_reason.or_else(|| error.map(|e| format!("error: {e}")));
-                self.queue_end_turn(&acp_session_id, &request_id, stop_reason, at)
+                self.queue_end_turn(&acp_session_id, &request_id, stop_reason, at);
             }
             TrackerEvent::Tool(frame) => self.queue_tool_frame(&frame, at),
             TrackerEvent::NotUnderstood { .. } => {
@@ -654,7 +657,7 @@ impl Capture {
                 }
             }
             (Pending::Session { record, .. }, Some(error)) => {
-                self.store_error(Table::Sessions, &record.id, error, "")
+                self.store_error(Table::Sessions, &record.id, error, "");
             }
             (Pending::Turn { starts, .. }, None) => {
                 if *starts {
@@ -662,7 +665,7 @@ impl Capture {
                 }
             }
             (Pending::Turn { record, .. }, Some(error)) => {
-                self.store_error(Table::Turns, &record.task_session_id, error, "")
+                self.store_error(Table::Turns, &record.task_session_id, error, "");
             }
             (Pending::Message { is_new, .. }, None) => {
                 self.stats.message_writes += 1;

@@ -21,11 +21,17 @@ pub const STORE_ERRORS_METRIC: &str = "fanout_capture_store_errors_total";
 /// One counter of AC-26. The label value of [`SUBAGENT_CONTEXT_METRIC`] is [`Outcome::as_str`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// A subagent frame reached the writer.
     Attempted,
+    /// Its row was written.
     Persisted,
+    /// It had no session, task or tool_call_id, so no row (AC-2).
     SkippedNoIdentity,
+    /// It carried a negative metric, stored as NULL (AC-9; once per frame).
     AnomalousValue,
+    /// Its write failed (AC-27).
     Failed,
+    /// It was written without an execution id, as `'unknown'` (AC-31).
     UnknownExecution,
 }
 
@@ -73,15 +79,22 @@ impl Default for WriterCounters {
 /// A consistent-enough copy of [`WriterCounters`] (each field read once, relaxed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CounterSnapshot {
+    /// [`Outcome::Attempted`].
     pub attempted: u64,
+    /// [`Outcome::Persisted`].
     pub persisted: u64,
+    /// [`Outcome::SkippedNoIdentity`].
     pub skipped_no_identity: u64,
+    /// [`Outcome::AnomalousValue`].
     pub anomalous_value: u64,
+    /// [`Outcome::Failed`].
     pub failed: u64,
+    /// [`Outcome::UnknownExecution`].
     pub unknown_execution: u64,
 }
 
 impl WriterCounters {
+    /// Counters at zero, bound to the installed `metrics` recorder (if any).
     pub fn new() -> Self {
         Self::default()
     }
@@ -91,6 +104,7 @@ impl WriterCounters {
         self.facade[outcome as usize].increment(1);
     }
 
+    /// The counts now.
     pub fn snapshot(&self) -> CounterSnapshot {
         let read = |outcome: Outcome| self.cells[outcome as usize].load(Ordering::Relaxed);
         CounterSnapshot {

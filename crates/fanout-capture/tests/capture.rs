@@ -11,7 +11,7 @@ use fanout_acp::Direction;
 use fanout_capture::{
     Capture, CaptureConfig, CounterSnapshot, message_row_id, session_row_id, turn_row_id,
 };
-use fanout_store::testing::TestDb;
+use fanout_store::testing::{LogCapture, TestDb};
 use fanout_store::{
     MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, SubagentRow,
     TurnRecord, WriteOp, both_engines,
@@ -72,12 +72,21 @@ fn launch(session: &str, tool_call_id: &str) -> (Direction, String) {
     )
 }
 
-/// A Claude result with the given metrics, terminal.
+/// A Claude result with the given metrics (10 ms), terminal.
 fn result(tool_call_id: &str, tokens: i64, tool_uses: i64) -> (Direction, String) {
+    result_with_duration(tool_call_id, tokens, 10, tool_uses)
+}
+
+fn result_with_duration(
+    tool_call_id: &str,
+    tokens: i64,
+    duration_ms: i64,
+    tool_uses: i64,
+) -> (Direction, String) {
     update(
         ACP,
         &format!(
-            r#"{{"sessionUpdate":"tool_call_update","toolCallId":"{tool_call_id}","status":"completed","_meta":{{"claudeCode":{{"toolName":"Agent","toolResponse":{{"status":"completed","agentId":"a1","totalTokens":{tokens},"totalDurationMs":10,"totalToolUseCount":{tool_uses}}}}}}}}}"#
+            r#"{{"sessionUpdate":"tool_call_update","toolCallId":"{tool_call_id}","status":"completed","_meta":{{"claudeCode":{{"toolName":"Agent","toolResponse":{{"status":"completed","agentId":"a1","totalTokens":{tokens},"totalDurationMs":{duration_ms},"totalToolUseCount":{tool_uses}}}}}}}}}"#
         ),
     )
 }
@@ -231,6 +240,21 @@ async fn an_empty_session_id_moves_only_skipped_no_identity(db: TestDb) {
     assert_eq!(count(&db.url, "task_session_messages").await, 0);
 }
 
+/// AC-2: a recognised launch whose tool_call_id is empty is counted and written
+/// nowhere: no subagent row, no tool-call message; the session and turn still are.
+async fn an_empty_tool_call_id_moves_only_skipped_no_identity(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([prompt(2), launch(ACP, ""), prompt_end(2)]);
+    feed(&mut capture, &lines).await;
+    assert_only_skipped_no_identity(&capture);
+    assert_eq!(count(&db.url, "task_session_subagents").await, 0);
+    assert_eq!(count(&db.url, "task_session_messages").await, 0);
+    assert_eq!(count(&db.url, "task_session_turns").await, 1);
+    assert_eq!(count(&db.url, "task_sessions").await, 1);
+}
+
 /// An ACP-native announcement that names its child but not the parent session is
 /// counted like a launch without a session id, and stored nowhere.
 async fn a_native_announcement_without_a_parent_session_moves_only_skipped(db: TestDb) {
@@ -335,6 +359,29 @@ async fn negative_metrics_are_null_and_anomalous_once_per_frame(db: TestDb) {
     assert_eq!((c.attempted, c.persisted, c.anomalous_value), (2, 2, 1));
 }
 
+/// AC-5, AC-7a end to end: a later result reporting 0 tokens and 0 ms leaves the
+/// stored figures; its 0 tool uses is a report and replaces.
+async fn a_later_zero_tokens_or_duration_leaves_the_stored_values(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let mut lines = session_new().to_vec();
+    lines.extend([
+        prompt(2),
+        launch(ACP, "t1"),
+        result_with_duration("t1", 900, 1_500, 7),
+        result_with_duration("t1", 0, 0, 0),
+        prompt_end(2),
+    ]);
+    feed(&mut capture, &lines).await;
+    let row = only_row(&store).await;
+    assert_eq!(
+        (row.total_tokens, row.duration_ms, row.tool_use_count),
+        (Some(900), Some(1_500), Some(0))
+    );
+    let c = counters(&capture);
+    assert_eq!((c.attempted, c.persisted, c.anomalous_value), (3, 3, 0));
+}
+
 /// A store whose subagent writes fail; every other write is the real store's.
 struct FailingSubagentStore(Arc<SqlStore>);
 
@@ -402,6 +449,41 @@ async fn a_failed_subagent_write_counts_failed_and_the_rest_still_happens(db: Te
         0,
         "only the subagent write failed"
     );
+}
+
+/// AC-27: the WARN of a failed subagent write names its session and tool_call id, on
+/// the single-write path and on the record-by-record retry of a failed group commit.
+async fn a_failed_subagent_write_warns_with_its_session_and_tool_call_id(db: TestDb) {
+    let store = open(&db).await;
+    let failing: Arc<dyn Store> = Arc::new(FailingSubagentStore(Arc::clone(&store)));
+    let mut capture = Capture::new(failing, config());
+    let logs = LogCapture::default();
+    {
+        let _guard = logs.install();
+        let mut lines = session_new().to_vec();
+        lines.extend([prompt(2), launch(ACP, "t-single")]);
+        feed(&mut capture, &lines).await;
+        feed_batch(&mut capture, &[launch(ACP, "t-batch"), prompt_end(2)]).await;
+    }
+    let text = logs.text();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("failed to record subagent context"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{text}");
+    for (line, tool_call_id) in warnings.iter().zip(["t-single", "t-batch"]) {
+        assert!(line.contains("WARN"), "{line}");
+        assert!(
+            line.contains(&format!("session_id={}", session_id())),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("tool_call_id={tool_call_id}")),
+            "{line}"
+        );
+        assert!(line.contains("the disk is full (test)"), "{line}");
+    }
+    assert_eq!(counters(&capture).failed, 2);
 }
 
 async fn a_failed_group_commit_is_retried_record_by_record_and_attributed(db: TestDb) {
@@ -490,12 +572,15 @@ both_engines!(
     a_null_turn_is_filled_by_a_later_frame,
     a_non_subagent_tool_records_nothing,
     an_empty_session_id_moves_only_skipped_no_identity,
+    an_empty_tool_call_id_moves_only_skipped_no_identity,
     a_native_announcement_without_a_parent_session_moves_only_skipped,
     no_task_records_nothing_and_skips,
     a_configured_task_wins_and_a_session_seen_first_through_traffic_gets_its_row,
     no_execution_id_is_unknown_and_counted,
     negative_metrics_are_null_and_anomalous_once_per_frame,
+    a_later_zero_tokens_or_duration_leaves_the_stored_values,
     a_failed_subagent_write_counts_failed_and_the_rest_still_happens,
+    a_failed_subagent_write_warns_with_its_session_and_tool_call_id,
     a_failed_group_commit_is_retried_record_by_record_and_attributed,
     a_batch_writes_what_the_same_lines_write_one_at_a_time,
     garbage_lines_are_counted_not_recorded,

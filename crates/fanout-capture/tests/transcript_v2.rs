@@ -94,7 +94,7 @@ async fn version_2_imports_to_the_rows_of_version_1(db: TestDb) {
             false => TestDb::postgres().await.expect("the server is there"),
         };
         let store = open(&fresh).await;
-        let summary = import_paths(as_store(&store), &[dir.clone()], &NoProgress).await;
+        let summary = import_paths(as_store(&store), std::slice::from_ref(&dir), &NoProgress).await;
         clean(&summary);
         let imported: std::collections::BTreeSet<&PathBuf> =
             summary.files.iter().map(|f| &f.path).collect();
@@ -125,12 +125,12 @@ async fn the_mark_makes_import_write_only_what_is_missing(db: TestDb) {
     let half = scratch.path().join("half").join(full.file_name().unwrap());
     std::fs::create_dir_all(half.parent().unwrap()).unwrap();
     std::fs::write(&half, &bytes[..bytes.len() / 2 + 100]).unwrap();
-    let first = import_paths(as_store(&store), &[half.clone()], &NoProgress).await;
+    let first = import_paths(as_store(&store), std::slice::from_ref(&half), &NoProgress).await;
     clean(&first);
     let applied_first = first.files[0].capture.frames_seen;
     assert!(applied_first > 0);
 
-    let rest = import_paths(as_store(&store), &[full.clone()], &NoProgress).await;
+    let rest = import_paths(as_store(&store), std::slice::from_ref(&full), &NoProgress).await;
     clean(&rest);
     let applied_rest = rest.files[0].capture.frames_seen;
     assert!(applied_rest > 0, "the second half was written");
@@ -140,7 +140,7 @@ async fn the_mark_makes_import_write_only_what_is_missing(db: TestDb) {
         false => TestDb::postgres().await.expect("the server is there"),
     };
     let alone = open(&fresh).await;
-    let whole = import_paths(as_store(&alone), &[full.clone()], &NoProgress).await;
+    let whole = import_paths(as_store(&alone), std::slice::from_ref(&full), &NoProgress).await;
     clean(&whole);
     assert_eq!(
         dump_all(&db.url).await,
@@ -155,7 +155,7 @@ async fn the_mark_makes_import_write_only_what_is_missing(db: TestDb) {
     );
 
     let before = dump_all(&db.url).await;
-    let again = import_paths(as_store(&store), &[full.clone()], &NoProgress).await;
+    let again = import_paths(as_store(&store), std::slice::from_ref(&full), &NoProgress).await;
     clean(&again);
     assert!(again.files[0].capture.frames_seen < total);
     assert_eq!(
@@ -167,7 +167,7 @@ async fn the_mark_makes_import_write_only_what_is_missing(db: TestDb) {
     // A proxy still writing it holds its lock: import leaves it alone.
     let held = std::fs::File::open(&full).unwrap();
     assert!(try_lock(&held).unwrap());
-    let refused = import_paths(as_store(&store), &[full.clone()], &NoProgress).await;
+    let refused = import_paths(as_store(&store), std::slice::from_ref(&full), &NoProgress).await;
     assert_eq!(refused.failed_files.len(), 1, "{refused:#?}");
     assert!(
         refused.failed_files[0]

@@ -233,7 +233,7 @@ fn bad_scenario_input_is_one_clear_error_naming_file_and_line() {
                     dir.join("scenario.toml"),
                     "model = \"m\"\nprompts = [\"x\"\n",
                 )
-                .unwrap()
+                .unwrap();
             },
             "scenario.toml:2: ",
         ),

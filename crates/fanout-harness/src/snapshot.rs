@@ -390,7 +390,7 @@ mod tests {
     fn snapshot(logs: &[&str]) -> Snapshot {
         Snapshot {
             transcript: "# t\n-> a\n".into(),
-            session_logs: logs.iter().map(|l| l.to_string()).collect(),
+            session_logs: logs.iter().map(ToString::to_string).collect(),
         }
     }
 

@@ -21,6 +21,7 @@ use crate::stats::StatsDir;
 /// Where the endpoints read their numbers: the live registry of this process, or the
 /// stats files of every proxy (`fanout serve`).
 pub trait MetricsSource: Send + Sync + 'static {
+    /// The numbers to serve now.
     fn snapshot(&self) -> Snapshot;
 }
 

@@ -84,6 +84,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry (not installed anywhere yet).
     pub fn new() -> Self {
         Self::default()
     }

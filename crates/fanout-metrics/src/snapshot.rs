@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// A point-in-time copy of a registry (or a sum of several, see [`Snapshot::add`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// Every series, in the registry's order.
     pub series: Vec<Series>,
     /// Help text by metric name.
     #[serde(default)]
@@ -17,18 +18,36 @@ pub struct Snapshot {
 /// One time series.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Series {
+    /// The metric name (`fanout_proxy_lines_total`, …).
     pub name: String,
+    /// Its labels; a series is one (name, labels) pair.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Its value at the time of the snapshot.
     pub value: SeriesValue,
 }
 
+/// What a series holds, by kind of metric.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum SeriesValue {
-    Counter { value: u64 },
-    Gauge { value: f64 },
-    Summary { count: u64, sum: f64 },
+    /// A count that only grows.
+    Counter {
+        /// The count.
+        value: u64,
+    },
+    /// A current level.
+    Gauge {
+        /// The level.
+        value: f64,
+    },
+    /// A histogram reduced to what Prometheus summaries without quantiles carry.
+    Summary {
+        /// How many values were recorded.
+        count: u64,
+        /// Their sum.
+        sum: f64,
+    },
 }
 
 impl Snapshot {

@@ -32,13 +32,21 @@ pub fn default_stats_dir() -> PathBuf {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsFile {
+    /// The proxy run's execution id; also the file's name.
     pub execution_id: String,
+    /// The task the run was given (`--task`), if any.
     pub task_id: Option<String>,
+    /// The agent command the proxy runs.
     pub agent_command: Vec<String>,
+    /// The proxy's process id.
     pub pid: u32,
+    /// When the proxy started.
     pub started_at: Timestamp,
+    /// When this file was last written; a file that stops updating is stale.
     pub updated_at: Timestamp,
+    /// Written once more at exit with `true`.
     pub finished: bool,
+    /// The proxy's registry at `updated_at`.
     pub metrics: Snapshot,
 }
 

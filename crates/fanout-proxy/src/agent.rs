@@ -75,9 +75,18 @@ pub(crate) fn spawn_agent(
         command.env(key, value);
     }
     let mut child = command.spawn().map_err(spawn_error)?;
-    let stdin = blocking_pipe(child.stdin.take().map(|p| p.into_owned_fd()), "agent stdin")?;
+    let stdin = blocking_pipe(
+        child
+            .stdin
+            .take()
+            .map(tokio::process::ChildStdin::into_owned_fd),
+        "agent stdin",
+    )?;
     let stdout = blocking_pipe(
-        child.stdout.take().map(|p| p.into_owned_fd()),
+        child
+            .stdout
+            .take()
+            .map(tokio::process::ChildStdout::into_owned_fd),
         "agent stdout",
     )?;
     // `process_group(0)` makes the child the leader of a group with its own pid.
@@ -108,6 +117,8 @@ fn blocking_pipe(
 }
 
 /// Sends `signal` to every process of the group; false when the group is gone.
+// An unsafe block: the standard library has no killpg.
+#[allow(unsafe_code)]
 pub(crate) fn signal_group(process_group: i32, signal: i32) -> bool {
     // SAFETY: killpg has no memory-safety preconditions; a bad group is an ESRCH error.
     unsafe { libc::killpg(process_group, signal) == 0 }

@@ -208,7 +208,7 @@ impl ResilientStore {
     async fn with_store<T, F, Fut>(&self, op: Op, call: F) -> Result<T, StoreError>
     where
         F: FnOnce(Arc<SqlStore>) -> Fut,
-        Fut: std::future::Future<Output = Result<T, StoreError>>,
+        Fut: Future<Output = Result<T, StoreError>>,
     {
         let result = match self.current() {
             Ok(store) => call(store).await,

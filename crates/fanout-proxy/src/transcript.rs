@@ -25,8 +25,8 @@ const BUFFER_BYTES: usize = 256 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptHeader {
-    /// Always [`TRANSCRIPT_TYPE`].
     #[serde(rename = "type")]
+    /// Always [`TRANSCRIPT_TYPE`], so import recognises the file.
     pub kind: &'static str,
     /// The format version, [`TRANSCRIPT_VERSION`].
     pub version: u32,

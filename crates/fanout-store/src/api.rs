@@ -14,8 +14,11 @@ use crate::model::{MessageRecord, SessionRecord, SubagentRecord, TranscriptMark,
 /// again resumes there and applies nothing twice.
 #[async_trait]
 pub trait Store: Send + Sync {
+    /// Creates or merges one session row (the rules of `task_sessions`, DESIGN 4.1).
     async fn upsert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    /// Creates or merges one turn row.
     async fn upsert_turn(&self, turn: &TurnRecord) -> Result<(), StoreError>;
+    /// Creates or merges one tool-call message row (its metadata is replaced).
     async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError>;
     /// The one-statement merge of AC-1…AC-16, AC-30…AC-32.
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError>;
@@ -33,9 +36,13 @@ pub trait Store: Send + Sync {
 /// One record of a [`Store::write_batch`].
 #[derive(Clone, Copy, Debug)]
 pub enum WriteOp<'a> {
+    /// As [`Store::upsert_session`].
     Session(&'a SessionRecord),
+    /// As [`Store::upsert_turn`].
     Turn(&'a TurnRecord),
+    /// As [`Store::upsert_message`].
     Message(&'a MessageRecord),
+    /// As [`Store::upsert_subagent`].
     Subagent(&'a SubagentRecord),
     /// How far a transcript is applied; only ever part of a batch, so it commits with
     /// the writes it covers.

@@ -4,54 +4,108 @@
 
 use fanout_types::TimestampError;
 
+/// Everything that can go wrong in the store. `target` is always the database URL
+/// with its password redacted ([`redact_url`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The database URL is neither `sqlite://…` nor `postgres://…`, or does not parse.
     #[error("invalid database URL {url:?}: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The URL, redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// The SQLite file could not be created or opened.
     #[error("cannot open SQLite database {path}: {cause}")]
-    OpenSqlite { path: String, cause: sqlx::Error },
+    OpenSqlite {
+        /// The file.
+        path: String,
+        /// The driver's error.
+        cause: sqlx::Error,
+    },
 
+    /// The PostgreSQL server could not be reached or refused the login.
     #[error("cannot connect to PostgreSQL at {target}: {cause}")]
-    ConnectPostgres { target: String, cause: sqlx::Error },
+    ConnectPostgres {
+        /// The database URL, redacted.
+        target: String,
+        /// The driver's error.
+        cause: sqlx::Error,
+    },
 
+    /// The database's schema version is newer than this build's; nothing was touched.
     #[error(
         "database {target} was written by a newer fanout (schema version {found}; this build understands up to {supported}); upgrade fanout or choose another --db"
     )]
     NewerSchema {
+        /// The database URL, redacted.
         target: String,
+        /// The version stored in the database.
         found: i64,
+        /// The newest version this build knows.
         supported: i64,
     },
 
+    /// A read-only open of a SQLite file that does not exist (it is not created).
     #[error("no database at {target}: the SQLite file {path} does not exist")]
-    NoDatabase { target: String, path: String },
+    NoDatabase {
+        /// The database URL, redacted.
+        target: String,
+        /// The missing file.
+        path: String,
+    },
 
+    /// A read-only open of a database without fanout's current schema.
     #[error(
         "{target} has no fanout schema (schema version {found}, this build writes {current}): run `fanout migrate --db {target}` first"
     )]
     NotMigrated {
+        /// The database URL, redacted.
         target: String,
+        /// The version found (`none` when there is no schema at all).
         found: String,
+        /// The version this build writes.
         current: i64,
     },
 
+    /// The idempotent DDL failed.
     #[error("cannot create the schema in {target}: {cause}")]
-    Schema { target: String, cause: sqlx::Error },
-
-    #[error("{op} failed: {cause}")]
-    Query {
-        op: &'static str,
+    Schema {
+        /// The database URL, redacted.
+        target: String,
+        /// The driver's error.
         cause: sqlx::Error,
     },
 
+    /// A statement failed.
+    #[error("{op} failed: {cause}")]
+    Query {
+        /// What the statement was for (`subagent upsert`, `health query`, …).
+        op: &'static str,
+        /// The driver's error.
+        cause: sqlx::Error,
+    },
+
+    /// A stored timestamp (a column or an activation key) is not RFC 3339.
     #[error("{what}: {cause}")]
-    BadTimestamp { what: String, cause: TimestampError },
+    BadTimestamp {
+        /// Which value it was.
+        what: String,
+        /// The text that could not be read.
+        cause: TimestampError,
+    },
 
     /// Not connected right now (a wrapper that reconnects in the background says so
-    /// instead of waiting); `reason` is the last connection error.
+    /// instead of waiting).
     #[error("store {target} is not available: {reason}")]
-    Unavailable { target: String, reason: String },
+    Unavailable {
+        /// The database URL, redacted.
+        target: String,
+        /// The last connection error.
+        reason: String,
+    },
 }
 
 impl StoreError {

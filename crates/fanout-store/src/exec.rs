@@ -103,10 +103,10 @@ impl Pools {
                     match checkpoint {
                         Ok((0, _, _)) => {}
                         Ok(_) => {
-                            tracing::debug!(%target, "WAL checkpoint at close blocked by a reader")
+                            tracing::debug!(%target, "WAL checkpoint at close blocked by a reader");
                         }
                         Err(err) => {
-                            tracing::debug!(%target, error = %err, "WAL checkpoint at close failed")
+                            tracing::debug!(%target, error = %err, "WAL checkpoint at close failed");
                         }
                     }
                 }
@@ -202,7 +202,7 @@ pub(crate) async fn retry_lost_insert_race<T, E, F, Fut>(mut attempt: F) -> Resu
 where
     E: DriverError,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
+    Fut: Future<Output = Result<T, E>>,
 {
     let mut attempts = 1;
     loop {

@@ -11,7 +11,9 @@ pub const UNKNOWN_EXECUTION: &str = "unknown";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
+    /// An embedded SQLite file (the default).
     Sqlite,
+    /// A PostgreSQL server.
     Postgres,
 }
 
@@ -28,11 +30,14 @@ impl std::fmt::Display for Engine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// Written by capture from an observed (or imported) frame.
     Live,
+    /// Written by the backfill from a pre-existing tool-call message (AC-21).
     Backfill,
 }
 
 impl Source {
+    /// The text stored in the `source` column.
     pub fn as_str(&self) -> &'static str {
         match self {
             Source::Live => "live",
@@ -52,26 +57,42 @@ impl Source {
 /// One ACP session (`task_sessions`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRecord {
+    /// The row id: UUID v5 of (execution, ACP session id) (DESIGN 3.2).
     pub id: String,
+    /// The task the session belongs to; write-once.
     pub task_id: String,
+    /// The agent's own `sessionId`.
     pub acp_session_id: Option<String>,
+    /// The agent execution (proxy run) that saw the session; the first one wins.
     pub agent_execution_id: Option<String>,
+    /// The agent's command line, as the proxy ran it.
     pub agent_command: Option<String>,
+    /// The working directory of `session/new` (or load/resume/fork).
     pub cwd: Option<String>,
+    /// The first frame of the session; write-once.
     pub started_at: Timestamp,
+    /// When the session ended; capture never sets it (ACP has no session end).
     pub completed_at: Option<Timestamp>,
+    /// The latest write (turn activity).
     pub updated_at: Timestamp,
 }
 
 /// One `session/prompt` until its response (`task_session_turns`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnRecord {
+    /// The row id: UUID v5 of (session row id, JSON-RPC request id).
     pub id: String,
+    /// The session row the turn belongs to.
     pub task_session_id: String,
+    /// The session's task; write-once.
     pub task_id: String,
+    /// When the `session/prompt` request was observed; write-once.
     pub started_at: Timestamp,
+    /// When its response was observed; the first value wins.
     pub completed_at: Option<Timestamp>,
+    /// `result.stopReason`, or `error: <message>` when the prompt failed.
     pub stop_reason: Option<String>,
+    /// The latest write.
     pub updated_at: Timestamp,
 }
 
@@ -90,16 +111,25 @@ pub struct TranscriptMark {
 /// One message row (`task_session_messages`); tool calls keep their contract JSON in `metadata`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageRecord {
+    /// The row id: UUID v5 of (session row id, tool_call_id).
     pub id: String,
+    /// The session row the message belongs to.
     pub task_session_id: String,
+    /// The session's task; write-once.
     pub task_id: Option<String>,
+    /// The turn open when the tool call was first seen; the first non-NULL wins.
     pub turn_id: Option<String>,
+    /// Who wrote it (`agent` for tool calls); write-once.
     pub author_type: Option<String>,
+    /// The message kind (`tool_call`), stored in the `type` column.
     pub message_type: Option<String>,
+    /// The tool call's title.
     pub content: Option<String>,
     /// JSON text; the tool-call shape of DESIGN 4.1 is a public contract read by the backfill.
     pub metadata: String,
+    /// The first frame of the tool call; write-once.
     pub created_at: Timestamp,
+    /// The latest frame.
     pub updated_at: Timestamp,
 }
 
@@ -111,24 +141,41 @@ pub struct MessageRecord {
 /// can store a fake 0 or an empty string.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SubagentRecord {
+    /// The session row the subagent was launched in; part of the key.
     pub task_session_id: String,
+    /// The session's task; write-once.
     pub task_id: String,
+    /// The turn open when the frame was observed; the first non-NULL wins (AC-2a).
     pub turn_id: Option<String>,
+    /// The launching tool call, as `fanout-acp` emits it; part of the key.
     pub tool_call_id: String,
     /// `None` or empty is stored as [`UNKNOWN_EXECUTION`].
     pub agent_execution_id: Option<String>,
+    /// The subagent that launched this one, for nested subagents (AC-6).
     pub parent_tool_call_id: Option<String>,
+    /// The agent's name for the kind of subagent (`reviewer`, `explore`, …).
     pub subagent_type: Option<String>,
+    /// The short task description the parent gave.
     pub description: Option<String>,
+    /// The agent's own id for the subagent.
     pub agent_id: Option<String>,
+    /// The child's session, where the agent runs it as one.
     pub child_session_id: Option<String>,
+    /// The model the subagent ran on.
     pub model: Option<String>,
+    /// The agent's own status for the subagent, verbatim (open vocabulary).
     pub agent_status: Option<String>,
+    /// The launching tool call's ACP status, verbatim; frozen once settled (AC-12).
     pub tool_status: Option<String>,
+    /// Launched in the background; sticky once true.
     pub is_async: bool,
+    /// Tokens the subagent used; `None` = not reported (a 0 is not a report).
     pub total_tokens: Option<i64>,
+    /// Tool calls the subagent made; a reported 0 is kept (AC-8).
     pub tool_use_count: Option<i64>,
+    /// How long the subagent ran; `None` = not reported (a 0 is not a report).
     pub duration_ms: Option<i64>,
+    /// When fanout observed the frame; `None` means now. Write-once (AC-1a).
     pub observed_at: Option<Timestamp>,
     /// Set by the writer iff `tool_status` is terminal; the store keeps the first one.
     pub settled_at: Option<Timestamp>,
@@ -137,27 +184,49 @@ pub struct SubagentRecord {
 /// One stored subagent row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SubagentRow {
+    /// The row id: UUID v5 of the key live, the source message's id when backfilled.
     pub id: String,
+    /// The session row the subagent was launched in.
     pub task_session_id: String,
+    /// The session's task.
     pub task_id: String,
+    /// The turn it was launched in; no foreign key, so it survives the turn's deletion.
     pub turn_id: Option<String>,
+    /// The launching tool call.
     pub tool_call_id: String,
+    /// The agent execution, [`UNKNOWN_EXECUTION`] when none was known.
     pub agent_execution_id: String,
+    /// The subagent that launched this one, if nested.
     pub parent_tool_call_id: Option<String>,
+    /// The agent's name for the kind of subagent.
     pub subagent_type: Option<String>,
+    /// The short task description.
     pub description: Option<String>,
+    /// The agent's own id for the subagent.
     pub agent_id: Option<String>,
+    /// The child's session.
     pub child_session_id: Option<String>,
+    /// The model it ran on.
     pub model: Option<String>,
+    /// The agent's last status for it, verbatim.
     pub agent_status: Option<String>,
+    /// The last tool status before it settled (frozen after).
     pub tool_status: Option<String>,
+    /// Launched in the background.
     pub is_async: bool,
+    /// Reported tokens; `None` = never reported.
     pub total_tokens: Option<i64>,
+    /// Reported tool calls; `None` = never reported.
     pub tool_use_count: Option<i64>,
+    /// Reported duration; `None` = never reported.
     pub duration_ms: Option<i64>,
+    /// Whether capture or the backfill wrote the row.
     pub source: Source,
+    /// When fanout first observed it (its message's `created_at` when backfilled).
     pub observed_at: Timestamp,
+    /// The first terminal tool status; `None` while it never settled.
     pub settled_at: Option<Timestamp>,
+    /// The latest write.
     pub updated_at: Timestamp,
 }
 
@@ -168,18 +237,26 @@ pub use fanout_acp::{TERMINAL_TOOL_STATUSES, is_terminal_tool_status};
 /// Row counts per table, for `fanout migrate` and summaries.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TableCounts {
+    /// Rows of `task_sessions`.
     pub sessions: i64,
+    /// Rows of `task_session_turns`.
     pub turns: i64,
+    /// Rows of `task_session_messages`.
     pub messages: i64,
+    /// Rows of `task_session_subagents`.
     pub subagents: i64,
+    /// Of those, written by capture.
     pub subagents_live: i64,
+    /// Of those, written by the backfill.
     pub subagents_backfill: i64,
 }
 
 /// The two activation keys of AC-24, as stored (the value of `backfill_through` may be `''`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Activation {
+    /// `subagent_context_capture_since`: from when every subagent is captured.
     pub capture_since: Option<String>,
+    /// `subagent_context_backfill_through`: the newest backfilled message, or `''`.
     pub backfill_through: Option<String>,
 }
 
@@ -193,13 +270,16 @@ impl Activation {
 /// What the health queries of AC-28/AC-29 found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Health {
+    /// The activation keys the figures are scoped by.
     pub activation: Activation,
     /// `None` when there is no `capture_since` (AC-28a: no verdict).
     pub figures: Option<HealthFigures>,
 }
 
+/// The health counts since activation (AC-28, AC-29).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct HealthFigures {
+    /// `capture_since`, parsed: the figures cover what was observed from then on.
     pub since: Timestamp,
     /// Subagent messages with no subagent row: the alarm.
     pub shortfall: i64,
@@ -213,12 +293,16 @@ pub struct HealthFigures {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HealthVerdict {
+    /// Every subagent message since activation has its row, and rows were written.
     Healthy,
+    /// Some subagent messages since activation have no row (the alarm).
     Shortfall,
+    /// Not activated, or nothing written since activation (AC-28a, AC-29).
     NoVerdict,
 }
 
 impl Health {
+    /// The verdict these figures give.
     pub fn verdict(&self) -> HealthVerdict {
         match &self.figures {
             None => HealthVerdict::NoVerdict,
@@ -233,25 +317,36 @@ impl Health {
 /// The outcome of one named migration step (AC-20).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StepOutcome {
+    /// The step's name, as its WARN names it (`task_session_subagents.backfill`).
     pub name: &'static str,
     #[serde(flatten)]
+    /// What it did.
     pub status: StepStatus,
 }
 
+/// How one migration step went.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum StepStatus {
-    /// The step ran; `rows` is what it inserted.
-    Applied { rows: u64 },
+    /// The step ran.
+    Applied {
+        /// The rows it inserted.
+        rows: u64,
+    },
     /// The step had already run (its guard said so).
     AlreadyApplied,
     /// The step failed; start-up went on and it retries next time.
-    Failed { error: String },
+    Failed {
+        /// The error, as logged.
+        error: String,
+    },
 }
 
 /// What opening the store did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MigrationReport {
+    /// The schema version the database is at after opening.
     pub schema_version: i64,
+    /// Every migration step and how it went.
     pub steps: Vec<StepOutcome>,
 }

@@ -1,21 +1,25 @@
 //! Test support shared by every crate's test suite (feature `testing`): a fresh store
 //! per test on a real SQLite file, or on a fresh database of the PostgreSQL server named
-//! by `FANOUT_TEST_POSTGRES_URL`.
+//! by `FANOUT_TEST_POSTGRES_URL`; and [`LogCapture`], the WARN lines a test provokes.
 //!
 //! PostgreSQL tests are never silently skipped where they are required: when
 //! `FANOUT_REQUIRE_POSTGRES=1` or `CI=true` and no server URL is set, they fail.
 
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use crate::{MessageRecord, SessionRecord, SqlStore, StoreError, Timestamp, TurnRecord};
 
+/// The variable naming the PostgreSQL server tests create their databases on (an
+/// admin URL; `scripts/with-postgres.sh` sets it).
 pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
 
 /// A fresh, empty database that lives as long as this value.
 pub struct TestDb {
+    /// The database's URL, for [`SqlStore::open`] or a plain driver connection.
     pub url: String,
     _dir: Option<tempfile::TempDir>,
 }
@@ -61,6 +65,7 @@ impl TestDb {
         })
     }
 
+    /// Opens a writing store on it (creating the schema, running the migrations).
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
         SqlStore::open(&self.url).await
     }
@@ -164,6 +169,48 @@ macro_rules! both_engines {
             }
         }
     )*};
+}
+
+/// The WARN (and worse) lines logged on this thread while installed, as plain text:
+/// what an operator reads, so a test can assert what a WARN names (AC-20, AC-27).
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Makes this capture the current thread's subscriber until the guard drops.
+    /// A `#[tokio::test]` body runs on the test's thread, so what it awaits directly
+    /// logs here (spawned tasks may run elsewhere).
+    pub fn install(&self) -> tracing::dispatcher::DefaultGuard {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        tracing::dispatcher::set_default(&tracing::Dispatch::new(subscriber))
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().expect("log buffer").clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCapture {
+    type Writer = LogCapture;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
 }
 
 /// Benchmark support shared by the store and capture benches: sizes from the

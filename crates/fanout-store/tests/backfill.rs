@@ -1,8 +1,8 @@
 //! Migration and backfill (AC-17…AC-24), on SQLite and PostgreSQL alike.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use fanout_store::testing::{TestDb, session_record, turn_record};
+use fanout_store::testing::{LogCapture, TestDb, session_record, turn_record};
 use fanout_store::{Engine, SqlStore, StepStatus, Store, SubagentRecord, Timestamp, both_engines};
 
 async fn seed_session(store: &SqlStore) {
@@ -88,6 +88,7 @@ both_engines!(
     messages_without_identity_are_skipped,
     newest_duplicate_message_wins,
     keys_are_written_once_as_rfc3339,
+    capture_since_is_sampled_after_the_backfill_insert,
     backfill_through_is_empty_without_messages,
     no_rescan_once_activated,
     partial_key_pair_is_completed_next_start,
@@ -434,6 +435,60 @@ async fn keys_are_written_once_as_rfc3339(db: TestDb) {
     assert_eq!(store.activation().await.unwrap(), keys, "written once");
 }
 
+/// AC-24: `capture_since` is sampled after the backfill's INSERT, not before it. A
+/// trigger notes the database clock (same host, same wall clock) for every row the
+/// INSERT writes, and `capture_since` must be later than every note. PostgreSQL's
+/// `clock_timestamp()` has microseconds. SQLite's clock has milliseconds and stands
+/// still within one statement (it is read once, at the first row), so there the
+/// trigger also spins per row: the INSERT ends milliseconds after its clock was read,
+/// and only a `capture_since` sampled after the INSERT falls in a later millisecond.
+async fn capture_since_is_sampled_after_the_backfill_insert(db: TestDb) {
+    let store = unactivated(&db).await;
+    for (id, created) in [
+        ("m-1", "2026-08-10T09:00:00Z"),
+        ("m-2", "2026-08-10T09:00:01Z"),
+        ("m-3", "2026-08-10T09:00:02Z"),
+    ] {
+        insert_plain(&store, id, "task-1", id, created).await;
+    }
+    let (setup, clock_unit_micros): (&[&str], i64) = match store.engine() {
+        Engine::Sqlite => (
+            &[
+                "CREATE TABLE insert_clock (at INTEGER NOT NULL)",
+                "CREATE TABLE spin AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 400) SELECT x FROM n",
+                "CREATE TRIGGER note_insert_clock AFTER INSERT ON task_session_subagents BEGIN \
+                 INSERT INTO insert_clock SELECT CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) \
+                 FROM (SELECT COUNT(*) FROM spin a, spin b); END",
+            ],
+            1_000,
+        ),
+        Engine::Postgres => (
+            &[
+                "CREATE TABLE insert_clock (at BIGINT NOT NULL)",
+                "CREATE FUNCTION note_insert_clock() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                 INSERT INTO insert_clock VALUES ((EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint); \
+                 RETURN NEW; END $$",
+                "CREATE TRIGGER note_insert_clock AFTER INSERT ON task_session_subagents \
+                 FOR EACH ROW EXECUTE FUNCTION note_insert_clock()",
+            ],
+            1,
+        ),
+    };
+    for statement in setup {
+        store.execute_raw(statement).await.unwrap();
+    }
+    assert_eq!(rerun(&store).await, StepStatus::Applied { rows: 3 });
+    let clock = |sql| store.query_i64(sql);
+    assert_eq!(clock("SELECT COUNT(*) FROM insert_clock").await.unwrap(), 3);
+    let last_insert = clock("SELECT MAX(at) FROM insert_clock").await.unwrap();
+    let keys = store.activation().await.unwrap();
+    let since = Timestamp::parse(keys.capture_since.as_deref().unwrap()).unwrap();
+    assert!(
+        since.unix_micros().div_euclid(clock_unit_micros) > last_insert,
+        "capture_since {since} must be later than the INSERT (its clock read {last_insert}, in units of {clock_unit_micros} µs)"
+    );
+}
+
 async fn backfill_through_is_empty_without_messages(db: TestDb) {
     let store = db.open().await.unwrap();
     let keys = store.activation().await.unwrap();
@@ -488,27 +543,6 @@ async fn partial_key_pair_is_completed_next_start(db: TestDb) {
     assert_eq!(keys.backfill_through.as_deref(), Some(""));
 }
 
-/// Captures WARN lines written while the closure's future runs on this thread.
-#[derive(Clone, Default)]
-struct LogBuffer(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogBuffer;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 async fn failing_step_logs_its_name_and_writes_no_key(db: TestDb) {
     let store = unactivated(&db).await;
     insert_plain(&store, "m-1", "task-1", "tc-1", "2026-08-10T09:00:00Z").await;
@@ -519,15 +553,9 @@ async fn failing_step_logs_its_name_and_writes_no_key(db: TestDb) {
         .unwrap();
     store.close().await;
 
-    let logs = LogBuffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let dispatch = tracing::Dispatch::new(subscriber);
+    let logs = LogCapture::default();
     let reopened = {
-        let _guard = tracing::dispatcher::set_default(&dispatch);
+        let _guard = logs.install();
         // Start-up goes on despite the failed step.
         let store = db
             .open()
@@ -540,7 +568,7 @@ async fn failing_step_logs_its_name_and_writes_no_key(db: TestDb) {
         );
         store
     };
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     assert!(text.contains("WARN"), "{text}");
     assert!(text.contains("migration failed"), "{text}");
     assert!(

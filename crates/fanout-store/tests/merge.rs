@@ -76,6 +76,7 @@ async fn sql_count(store: &SqlStore, sql: &str) -> i64 {
 both_engines!(
     async_launched_keeps_all_metrics_null,
     reported_zero_tool_count_is_kept,
+    a_later_zero_tokens_or_duration_keeps_the_stored_value,
     negative_metric_is_null_and_others_intact,
     empty_strings_are_stored_as_null,
     fill_forward_never_blanks,
@@ -142,6 +143,41 @@ async fn reported_zero_tool_count_is_kept(db: TestDb) {
     );
     assert_eq!(row.total_tokens, None, "0 tokens means not reported");
     assert_eq!(row.duration_ms, None, "0 ms means not reported");
+}
+
+/// AC-5, AC-7a: a later `total_tokens`/`duration_ms` of 0 is "not reported", so it
+/// leaves the stored value as it is; a later `tool_use_count` of 0 is a report and
+/// replaces. Both through the single upsert and through a group commit.
+async fn a_later_zero_tokens_or_duration_keeps_the_stored_value(db: TestDb) {
+    let store = store_with_session(&db, "s1").await;
+    let reported = |tool_call_id: &str, at: i64, value: i64| SubagentRecord {
+        total_tokens: Some(value * 100),
+        duration_ms: Some(value * 1_000),
+        tool_use_count: Some(value),
+        ..frame("s1", tool_call_id, at)
+    };
+    for id in ["toolu_single", "toolu_batch"] {
+        store.upsert_subagent(&reported(id, 10, 4)).await.unwrap();
+    }
+    store
+        .upsert_subagent(&reported("toolu_single", 20, 0))
+        .await
+        .unwrap();
+    let later = reported("toolu_batch", 20, 0);
+    store
+        .write_batch(&[WriteOp::Subagent(&later)])
+        .await
+        .unwrap();
+    let rows = store.subagents_by_session("s1").await.unwrap();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    for row in rows {
+        assert_eq!(
+            (row.total_tokens, row.duration_ms, row.tool_use_count),
+            (Some(400), Some(4_000), Some(0)),
+            "{}",
+            row.tool_call_id
+        );
+    }
 }
 
 async fn negative_metric_is_null_and_others_intact(db: TestDb) {
@@ -658,7 +694,7 @@ async fn eight_concurrent_same_key_batches_make_one_row(db: TestDb) {
 async fn race_same_key<F, Fut>(db: TestDb, write: F)
 where
     F: Fn(std::sync::Arc<SqlStore>, SubagentRecord) -> Fut,
-    Fut: std::future::Future<Output = Result<(), fanout_store::StoreError>> + Send + 'static,
+    Fut: Future<Output = Result<(), fanout_store::StoreError>> + Send + 'static,
 {
     let store = std::sync::Arc::new(store_with_session(&db, "s1").await);
     for round in 0..RACE_ROUNDS {

@@ -144,9 +144,8 @@ async fn a_read_only_open_of_a_missing_or_unmigrated_sqlite_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("typo.db");
     let url = format!("sqlite://{}", missing.display());
-    let err = match SqlStore::open_with(&url, &read_only).await {
-        Ok(_) => panic!("a missing file must not open"),
-        Err(err) => err,
+    let Err(err) = SqlStore::open_with(&url, &read_only).await else {
+        panic!("a missing file must not open")
     };
     assert!(matches!(err, StoreError::NoDatabase { .. }), "{err}");
     assert!(err.to_string().contains("does not exist"), "{err}");
@@ -156,9 +155,8 @@ async fn a_read_only_open_of_a_missing_or_unmigrated_sqlite_file_is_refused() {
     let other = dir.path().join("other.db");
     std::fs::write(&other, b"").unwrap();
     let url = format!("sqlite://{}", other.display());
-    let err = match SqlStore::open_with(&url, &read_only).await {
-        Ok(_) => panic!("a database without the schema must not open read-only"),
-        Err(err) => err,
+    let Err(err) = SqlStore::open_with(&url, &read_only).await else {
+        panic!("a database without the schema must not open read-only")
     };
     assert!(matches!(err, StoreError::NotMigrated { .. }), "{err}");
     assert!(err.to_string().contains("fanout migrate"), "{err}");

@@ -569,7 +569,7 @@ fn text(value: Option<&Value>) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn blocks(content: Option<&Value>) -> impl Iterator<Item = &serde_json::Map<String, Value>> {
+fn blocks(content: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
     content
         .and_then(Value::as_array)
         .into_iter()
@@ -593,7 +593,7 @@ fn joined_text(content: Option<&Value>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
-fn tool_use(block: &serde_json::Map<String, Value>) -> Option<ToolUse> {
+fn tool_use(block: &Map<String, Value>) -> Option<ToolUse> {
     let id = text(block.get("id"))?;
     let name = text(block.get("name")).unwrap_or_default();
     let input = block.get("input");
@@ -631,7 +631,7 @@ fn acp_kind(tool_name: &str) -> &'static str {
     }
 }
 
-fn tool_result(block: &serde_json::Map<String, Value>) -> Option<ToolResult> {
+fn tool_result(block: &Map<String, Value>) -> Option<ToolResult> {
     Some(ToolResult {
         tool_use_id: text(block.get("tool_use_id"))?,
         is_error: block.get("is_error").and_then(Value::as_bool) == Some(true),

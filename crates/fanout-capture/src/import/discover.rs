@@ -25,18 +25,26 @@ const CLAUDE_ENTRY_TYPES: &[&str] = &[
 /// One unit of work: a transcript, or a Claude session log with its subagent logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Planned {
+    /// A `fanout proxy` transcript.
     Transcript {
+        /// The file.
         path: PathBuf,
+        /// Its size, for progress.
         bytes: u64,
     },
+    /// A Claude Code session.
     ClaudeSession {
+        /// Its `<id>.jsonl`.
         log: PathBuf,
+        /// Its `<id>/subagents/agent-*.jsonl`, read with it.
         subagent_logs: Vec<PathBuf>,
+        /// The size of all of them, for progress.
         bytes: u64,
     },
 }
 
 impl Planned {
+    /// The file that names the unit (the transcript, or the session's main log).
     pub fn path(&self) -> &Path {
         match self {
             Planned::Transcript { path, .. } => path,
@@ -44,6 +52,7 @@ impl Planned {
         }
     }
 
+    /// Bytes to read, for progress.
     pub fn bytes(&self) -> u64 {
         match self {
             Planned::Transcript { bytes, .. } | Planned::ClaudeSession { bytes, .. } => *bytes,
@@ -149,7 +158,7 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>, failures: &mut Vec<FileFailure>) {
                     e == "jsonl" || e == crate::transcript::TRANSCRIPT_EXTENSION
                 }) =>
             {
-                found.push(path)
+                found.push(path);
             }
             Ok(_) => {}
             Err(cause) => failures.push(failure(ImportError::Read { path, cause })),

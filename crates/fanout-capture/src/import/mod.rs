@@ -34,16 +34,20 @@ pub use transcript::{CatchUp, TRANSCRIPT_TYPE, TRANSCRIPT_VERSION, catch_up_pend
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
+    /// A transcript written by `fanout proxy`.
     Transcript,
+    /// A Claude Code session log (with its subagent logs).
     ClaudeNative,
 }
 
 /// One bad line: reported, counted, and skipped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LineError {
+    /// The file.
     pub path: PathBuf,
     /// 1-based.
     pub line: u64,
+    /// What is wrong with the line.
     pub reason: String,
 }
 
@@ -56,39 +60,70 @@ impl fmt::Display for LineError {
 /// Why a whole file could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The file could not be read.
     #[error("cannot read {}: {cause}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         cause: std::io::Error,
     },
+    /// A file named explicitly that is neither kind.
     #[error("{}: not a fanout transcript or a Claude Code session log ({reason})", path.display())]
-    Unrecognised { path: PathBuf, reason: String },
+    Unrecognised {
+        /// The file.
+        path: PathBuf,
+        /// What its first line looked like.
+        reason: String,
+    },
+    /// A transcript whose header line is unusable.
     #[error("{}:1: bad transcript header: {reason}", path.display())]
-    BadHeader { path: PathBuf, reason: String },
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the header.
+        reason: String,
+    },
+    /// A transcript a running proxy still owns.
     #[error("{}: a running `fanout proxy` is writing or applying it (and records it itself)", path.display())]
-    InUse { path: PathBuf },
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The store refused what the file holds.
     #[error("{}: the store did not take it: {reason}", path.display())]
-    Store { path: PathBuf, reason: String },
+    Store {
+        /// The file.
+        path: PathBuf,
+        /// The store's error.
+        reason: String,
+    },
 }
 
 /// A file that could not be imported (nothing of it, or only a prefix, was recorded).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileFailure {
+    /// The file.
     pub path: PathBuf,
+    /// Why, as one line ([`ImportError`]'s text).
     pub error: String,
 }
 
 /// A file met while walking a directory that is neither kind; not an error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SkippedFile {
+    /// The file.
     pub path: PathBuf,
+    /// Why it was passed over.
     pub reason: String,
 }
 
 /// What importing one file (a transcript, or a Claude session with its subagent logs) did.
 #[derive(Clone, Debug, Serialize)]
 pub struct FileSummary {
+    /// The transcript, or the Claude session's main log.
     pub path: PathBuf,
+    /// Which reader it took.
     pub kind: SourceKind,
     /// Subagent logs read with a Claude session (empty for transcripts).
     pub subagent_logs: Vec<PathBuf>,
@@ -96,8 +131,11 @@ pub struct FileSummary {
     pub frames: u64,
     /// Lines skipped because they were bad (each one is in `errors`).
     pub skipped: u64,
+    /// Every bad line, in file order.
     pub errors: Vec<LineError>,
+    /// What its capture recorded.
     pub capture: CaptureStats,
+    /// Its subagent writer's counters (AC-26).
     pub counters: CounterSnapshot,
 }
 
@@ -133,8 +171,11 @@ impl FileSummary {
 /// What a whole import did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ImportSummary {
+    /// Every unit imported, in the order of [`discover`].
     pub files: Vec<FileSummary>,
+    /// Units that could not be imported.
     pub failed_files: Vec<FileFailure>,
+    /// Files met in directories that are neither kind.
     pub skipped_files: Vec<SkippedFile>,
 }
 
@@ -143,20 +184,28 @@ pub struct ImportSummary {
 pub struct ImportTotals {
     /// Files imported (a Claude session with its subagent logs counts once).
     pub files: u64,
+    /// Units that could not be imported.
     pub failed_files: u64,
+    /// Frame lines read.
     pub frames: u64,
+    /// Distinct session rows written.
     pub sessions: u64,
+    /// Turns started.
     pub turns: u64,
+    /// Tool-call message rows created.
     pub messages: u64,
+    /// Distinct subagent rows written.
     pub subagent_rows: u64,
     /// Bad lines skipped.
     pub skipped: u64,
     /// Bad lines, failed files and failed writes.
     pub errors: u64,
+    /// The subagent writers' counters, summed.
     pub counters: CounterSnapshot,
 }
 
 impl ImportSummary {
+    /// The totals over every file.
     pub fn totals(&self) -> ImportTotals {
         let mut totals = ImportTotals {
             files: self.files.len() as u64,
@@ -188,9 +237,11 @@ impl ImportSummary {
 pub trait ImportProgress {
     /// Before the first file: how many units and bytes there are.
     fn planned(&self, _units: usize, _bytes: u64) {}
+    /// A unit starts (`path` as [`Planned::path`]).
     fn file_started(&self, _path: &Path) {}
     /// Bytes of input consumed since the last call.
     fn advanced(&self, _bytes: u64) {}
+    /// A unit is done, imported or failed.
     fn file_finished(&self, _path: &Path) {}
     /// A bad line, as it is found (the summary has them all too).
     fn line_error(&self, _error: &LineError) {}

@@ -39,12 +39,18 @@ struct DirectionFramer {
 pub enum SplitLine {
     /// A complete line (without its newline) seen in `direction` at `at`.
     Line {
+        /// Which way the line went.
         direction: Direction,
+        /// The line's bytes, without the newline.
         line: Vec<u8>,
+        /// When its newline was read.
         at: Timestamp,
     },
     /// A line longer than the bound: recorded, never observed.
-    Oversized { direction: Direction },
+    Oversized {
+        /// Which way the line went.
+        direction: Direction,
+    },
 }
 
 /// The one framing rule of transcripts: each direction's record bytes into lines, as

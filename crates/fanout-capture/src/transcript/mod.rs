@@ -56,19 +56,32 @@ pub const TRANSCRIPT_EXTENSION: &str = "transcript";
 pub enum Record<'a> {
     /// Bytes read from `direction` at `at`, verbatim (never empty).
     Data {
+        /// Which way the bytes went.
         direction: Direction,
+        /// When they were read.
         at: Timestamp,
+        /// The bytes as forwarded.
         bytes: &'a [u8],
     },
     /// `direction` reached its end at `at`.
-    End { direction: Direction, at: Timestamp },
+    End {
+        /// The direction that ended.
+        direction: Direction,
+        /// When it ended.
+        at: Timestamp,
+    },
     /// `bytes` bytes of `direction`, holding `lines` newlines, were forwarded but not
     /// recorded; `ends_line`: they ended with a newline.
     Lost {
+        /// Which way the bytes went.
         direction: Direction,
+        /// When the loss was noted.
         at: Timestamp,
+        /// How many bytes were not recorded.
         bytes: u64,
+        /// How many newlines they held.
         lines: u64,
+        /// Whether they ended with a newline.
         ends_line: bool,
     },
 }

@@ -91,6 +91,8 @@ pub fn pending_transcripts(dir: &Path, store_identity: &str) -> Vec<PathBuf> {
 
 /// Takes the exclusive lock on a transcript without waiting: `Ok(false)` when another
 /// process (or handle) holds it, i.e. the transcript is being written or applied.
+// std's File::try_lock is newer than the workspace's MSRV (1.88), hence flock here.
+#[allow(unsafe_code)]
 pub fn try_lock(file: &File) -> io::Result<bool> {
     // SAFETY: flock only reads the descriptor, which `file` keeps open for the call.
     let done = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };

@@ -12,14 +12,22 @@ pub enum ReportScope {
     /// Everything in the database.
     All,
     /// Turns and subagent rows of one task.
-    Task { task_id: String },
+    Task {
+        /// The task's id.
+        task_id: String,
+    },
     /// Turns and subagent rows of one session (`task_sessions.id`).
-    Session { session_id: String },
+    Session {
+        /// The session's row id.
+        session_id: String,
+    },
     /// Turns that started, and subagent rows observed, in `[since, until)`; an absent
     /// bound is open. A turn in the window counts all of its rows, even those observed
     /// after `until`, so a turn's fan-out is never cut in half by the window.
     Window {
+        /// Inclusive start.
         since: Option<Timestamp>,
+        /// Exclusive end.
         until: Option<Timestamp>,
     },
 }
@@ -27,19 +35,27 @@ pub enum ReportScope {
 /// Everything `fanout report` shows. Field names are a stable, pipe-friendly contract.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FanoutReport {
+    /// What the report covers.
     pub scope: ReportScope,
     /// The activation keys as stored (AC-24); they bound what is known.
     pub activation: Activation,
+    /// How many subagents each turn spawned.
     pub turns: TurnFanout,
+    /// The counted subagent rows and how they attach to turns.
     pub subagents: SubagentSummary,
+    /// Live against backfilled rows (AC-25).
     pub provenance: Provenance,
     /// Counted subagent rows in scope by `subagent_type`, most frequent first.
     pub by_type: Vec<CountBy>,
     /// Counted subagent rows in scope by `model`, most frequent first.
     pub by_model: Vec<CountBy>,
+    /// Tokens over the rows that reported them.
     pub total_tokens: MetricStats,
+    /// Durations over the rows that reported them.
     pub duration_ms: MetricStats,
+    /// Tool-call counts over the rows that reported them.
     pub tool_use_count: MetricStats,
+    /// How deep subagents nest.
     pub nesting: Nesting,
 }
 
@@ -60,6 +76,7 @@ pub struct TurnFanout {
     pub unknown: UnknownFanout,
 }
 
+/// One bar of the fan-out distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct FanoutBucket {
     /// Subagent rows per turn.
@@ -75,6 +92,7 @@ pub struct UnknownFanout {
     /// `subagent_context_backfill_through`; `None` when nothing was backfilled (`''`) or
     /// the store was never activated: then no turn is unknown.
     pub before: Option<Timestamp>,
+    /// Turns whose fan-out is unknown.
     pub turns: i64,
     /// Unknown turns that have at least one backfilled row.
     pub turns_with_backfill_rows: i64,
@@ -120,6 +138,7 @@ pub struct Provenance {
 pub struct CountBy {
     /// The stored value; `null` when the agent never reported one.
     pub value: Option<String>,
+    /// Counted subagent rows with that value.
     pub subagents: i64,
 }
 
@@ -131,11 +150,15 @@ pub struct MetricStats {
     pub reported: i64,
     /// Rows that reported nothing (NULL): left out of every statistic below.
     pub unreported: i64,
+    /// The smallest reported value.
     pub min: Option<i64>,
     /// The median (the mean of the two middle values when `reported` is even).
     pub p50: Option<f64>,
+    /// The mean of the reported values.
     pub mean: Option<f64>,
+    /// The largest reported value.
     pub max: Option<i64>,
+    /// The sum of the reported values.
     pub sum: Option<i64>,
 }
 
@@ -154,8 +177,11 @@ pub struct Nesting {
     pub cyclic: i64,
 }
 
+/// One bar of the nesting distribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct DepthBucket {
+    /// 0 = launched by the session's agent, 1 = by a subagent, and so on.
     pub depth: u32,
+    /// Counted subagent rows at that depth.
     pub subagents: i64,
 }
