@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use fanout_store::testing::TestDb;
 use proxy_support::session::{Client, ScriptedSession, agent_lines};
-use proxy_support::{Running, count_rows, fanout, only_transcript};
-use sqlx::{Column, Connection, Row};
+use proxy_support::{Running, count_rows, dump_rows, fanout, import_into, only_transcript};
 
 const TURNS: usize = 12;
 const LIMIT: Duration = Duration::from_secs(60);
@@ -136,67 +135,6 @@ fn assert_prefix_of_log(got: &[u8], log: &Path, what: &str) {
     }
 }
 
-/// Every row of the four tables of rows, as text, sorted, without `updated_at` (a
-/// write time). (`transcript_applied` is bookkeeping: where each import's last batch
-/// ended depends on where it began.)
-async fn dump(url: &str) -> Vec<String> {
-    let tables = [
-        "task_sessions",
-        "task_session_turns",
-        "task_session_messages",
-        "task_session_subagents",
-    ];
-    let mut rows = Vec::new();
-    for table in tables {
-        if url.starts_with("sqlite:") {
-            let mut connection = sqlx::SqliteConnection::connect(url).await.unwrap();
-            for row in sqlx::query(&format!("SELECT * FROM {table}"))
-                .fetch_all(&mut connection)
-                .await
-                .unwrap()
-            {
-                let text: Vec<String> = row
-                    .columns()
-                    .iter()
-                    .filter(|c| c.name() != "updated_at")
-                    .map(|c| {
-                        let value = row
-                            .try_get::<Option<String>, _>(c.ordinal())
-                            .or_else(|_| {
-                                row.try_get::<Option<i64>, _>(c.ordinal())
-                                    .map(|v| v.map(|v| v.to_string()))
-                            })
-                            .unwrap();
-                        format!("{}={value:?}", c.name())
-                    })
-                    .collect();
-                rows.push(format!("{table}: {}", text.join(", ")));
-            }
-            connection.close().await.ok();
-        } else {
-            let mut connection = sqlx::PgConnection::connect(url).await.unwrap();
-            let json: Vec<String> = sqlx::query_scalar(&format!(
-                "SELECT (to_jsonb(t) - 'updated_at')::text FROM {table} t"
-            ))
-            .fetch_all(&mut connection)
-            .await
-            .unwrap();
-            rows.extend(json.into_iter().map(|row| format!("{table}: {row}")));
-            connection.close().await.ok();
-        }
-    }
-    rows.sort();
-    rows
-}
-
-/// Imports `transcript` into `url`; the import must succeed.
-fn import(dir: &Path, url: &str, transcript: &Path) {
-    let mut command = fanout(&dir.join("data"));
-    command.args(["import", "--db", url]).arg(transcript);
-    let done = Running::start(command).finish(LIMIT);
-    assert_eq!(done.code(), Some(0), "import into {url}: {}", done.stderr);
-}
-
 /// A killed run, then the import of its transcript into its store and into `fresh`.
 async fn killed_then_imported(dir: &Path, killed: &str, fresh: &str, point: KillPoint) {
     let (sent, got) = tokio::task::block_in_place(|| run_until(dir, killed, point));
@@ -212,10 +150,10 @@ async fn killed_then_imported(dir: &Path, killed: &str, fresh: &str, point: Kill
     });
     let transcript = only_transcript(&dir.join("transcripts"));
     tokio::task::block_in_place(|| {
-        import(dir, killed, &transcript);
-        import(dir, fresh, &transcript);
+        import_into(dir, killed, &[&transcript]);
+        import_into(dir, fresh, &[&transcript]);
     });
-    let (after_kill, clean) = (dump(killed).await, dump(fresh).await);
+    let (after_kill, clean) = (dump_rows(killed).await, dump_rows(fresh).await);
     if !matches!(point, KillPoint::AtStart) {
         assert!(!clean.is_empty(), "{point:?}: nothing recorded");
     }
@@ -307,9 +245,9 @@ fn a_flood_killed_midway_forwarded_a_prefix_and_its_transcript_imports() {
         payload.starts_with(&read),
         "the agent read a prefix of what was sent"
     );
-    import(
+    import_into(
         dir.path(),
         &db,
-        &only_transcript(&dir.path().join("transcripts")),
+        &[&only_transcript(&dir.path().join("transcripts"))],
     );
 }

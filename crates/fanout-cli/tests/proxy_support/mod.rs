@@ -321,12 +321,7 @@ pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path)
     let done =
         tokio::task::block_in_place(|| Running::start(import).finish(Duration::from_secs(60)));
     assert_eq!(done.code(), Some(0), "import: {}", done.stderr);
-    for table in [
-        "task_sessions",
-        "task_session_turns",
-        "task_session_messages",
-        "task_session_subagents",
-    ] {
+    for table in ROW_TABLES {
         let (captured, replayed) = (
             dump_sqlite_table(live, table, &["updated_at"]).await,
             dump_sqlite_table(&imported, table, &["updated_at"]).await,
@@ -334,6 +329,49 @@ pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path)
         assert!(!captured.is_empty(), "{table} is empty");
         assert_eq!(captured, replayed, "{table}: live vs imported");
     }
+}
+
+/// The four tables of rows (sessions, turns, messages, subagents).
+const ROW_TABLES: [&str; 4] = [
+    "task_sessions",
+    "task_session_turns",
+    "task_session_messages",
+    "task_session_subagents",
+];
+
+/// Every row of the four tables of rows on either engine, as text, sorted, without
+/// `updated_at` (a write time). (`transcript_applied` is bookkeeping: where each
+/// import's last batch ended depends on where it began.)
+pub async fn dump_rows(url: &str) -> Vec<String> {
+    let mut rows = Vec::new();
+    for table in ROW_TABLES {
+        if url.starts_with("sqlite:") {
+            for row in dump_sqlite_table(url, table, &["updated_at"]).await {
+                rows.push(format!("{table}: {row:?}"));
+            }
+        } else {
+            let mut connection = sqlx::PgConnection::connect(url).await.expect("connect");
+            let json: Vec<String> = sqlx::query_scalar(&format!(
+                "SELECT (to_jsonb(t) - 'updated_at')::text FROM {table} t"
+            ))
+            .fetch_all(&mut connection)
+            .await
+            .expect("select");
+            rows.extend(json.into_iter().map(|row| format!("{table}: {row}")));
+            connection.close().await.ok();
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// `fanout import` of `paths` into `url` (data dir under `dir`); it must succeed.
+/// It blocks: in an async test, call it inside `block_in_place`.
+pub fn import_into(dir: &Path, url: &str, paths: &[&Path]) {
+    let mut command = fanout(&dir.join("data"));
+    command.args(["import", "--db", url]).args(paths);
+    let done = Running::start(command).finish(Duration::from_secs(60));
+    assert_eq!(done.code(), Some(0), "import into {url}: {}", done.stderr);
 }
 
 /// `SELECT COUNT(*)` of `table` (with an optional `WHERE` clause) on either engine,

@@ -139,25 +139,31 @@ impl PgServer {
             _dir: dir,
         };
         server.start_again();
+        server.create_database("fanout_test");
+        Some(server)
+    }
+
+    /// Creates database `name` on the server; returns its URL.
+    pub fn create_database(&self, name: &str) -> String {
         run(
             as_server_user(&[
-                server.bindir.join("psql").to_str().unwrap(),
+                self.bindir.join("psql").to_str().unwrap(),
                 "-X",
                 "-q",
                 "-h",
                 "127.0.0.1",
                 "-p",
-                &port.to_string(),
+                &self.port.to_string(),
                 "-U",
                 "postgres",
                 "-d",
                 "postgres",
                 "-c",
-                "CREATE DATABASE fanout_test",
+                &format!("CREATE DATABASE {name}"),
             ]),
-            "create the test database",
+            "create a database",
         );
-        Some(server)
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
     /// The URL of database `fanout_test`.
