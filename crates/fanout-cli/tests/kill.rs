@@ -27,7 +27,8 @@ enum KillPoint {
     BetweenTurns,
     /// Once the seventh turn's subagent is announced, before the turn ends.
     MidTurn,
-    /// All turns done and the client gone: while the proxy drains.
+    /// All turns done and the client gone: while the proxy drains (the agent lingers a
+    /// second after its input ends, so the kill lands before the proxy can exit).
     WhileDraining,
 }
 
@@ -39,14 +40,16 @@ const POINTS: [KillPoint; 4] = [
 ];
 
 /// The agent command, wrapped so what the agent reads and writes is kept:
-/// `in.log` (its stdin) and `out.log` (its stdout, as the proxy reads it).
-fn teed(dir: &Path, agent: &[String]) -> Vec<String> {
+/// `in.log` (its stdin) and `out.log` (its stdout, as the proxy reads it). With
+/// `linger`, the wrapper keeps the agent's stdout open a second after the agent ends.
+fn teed(dir: &Path, agent: &[String], linger: bool) -> Vec<String> {
     let quoted: Vec<String> = agent.iter().map(|a| format!("'{a}'")).collect();
     let script = format!(
-        "tee '{}' | {} | tee '{}'",
+        "tee '{}' | {} | tee '{}'{}",
         dir.join("in.log").display(),
         quoted.join(" "),
-        dir.join("out.log").display()
+        dir.join("out.log").display(),
+        if linger { "; sleep 1" } else { "" }
     );
     vec!["sh".into(), "-c".into(), script]
 }
@@ -65,7 +68,8 @@ fn start(dir: &Path, db: &str, agent: &[String]) -> Running {
 /// sent and what it got.
 fn run_until(dir: &Path, db: &str, point: KillPoint) -> (Vec<u8>, Vec<u8>) {
     let session = ScriptedSession::new(dir, TURNS);
-    let mut proxy = start(dir, db, &teed(dir, &session.agent));
+    let linger = matches!(point, KillPoint::WhileDraining);
+    let mut proxy = start(dir, db, &teed(dir, &session.agent, linger));
     match point {
         KillPoint::AtStart => {
             proxy_support::session::request(
@@ -209,7 +213,7 @@ fn a_flood_killed_midway_forwarded_a_prefix_and_its_transcript_imports() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("killed.db").display());
     let cat = vec!["cat".to_owned()];
-    let mut proxy = start(dir.path(), &db, &teed(dir.path(), &cat));
+    let mut proxy = start(dir.path(), &db, &teed(dir.path(), &cat, false));
     let mut payload = Vec::new();
     let mut i = 0;
     while payload.len() < 16 * 1024 * 1024 {
