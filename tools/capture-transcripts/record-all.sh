@@ -11,9 +11,10 @@
 # gemini-<scenario> (no background), codex1-single, codex1-parallel (codex-acp 1.13.1);
 # history-v1-single, history-v1-parallel, history-v2-single, history-v2-parallel;
 # claude-<0.23.1|0.101.0>-<scenario>[-subagents] (`claude` = every Claude name).
-# After re-recording, re-derive expected.json, the *.expected.json files (their
-# placeholders resolve minted ids from each transcript; check the literal values still
-# hold) and the README's tables: ids, thread ids and timestamps change on every run
+# After re-recording, re-derive the *.expected.json files by hand where a shape changed
+# (their placeholders resolve minted ids from each transcript; check the literal values
+# still hold), then `resolve_expected.py record` and `resolve_expected.py check`, and the
+# README's tables: ids, thread ids and timestamps change on every run
 # (tools/capture-transcripts/summarize.py helps).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -52,7 +53,7 @@ defaulted=$(( ${#names[@]} == 0 ))
   "${scenario_names[@]}" "${history_names[@]}")
 # Claude (agents/claude.py): claude-<adapter version>-<scenario>[-subagents]; each run also
 # keeps Claude Code's own history under fixtures/history/claude/<name>/projects/ and the
-# list of its model requests (<name>.requests.json). Then run claude_expected.py record.
+# list of its model requests (<name>.requests.json). Then run resolve_expected.py record.
 claude_scenarios=(single parallel background failing cancel nested permission)
 claude_names=()
 for s in "${claude_scenarios[@]}"; do

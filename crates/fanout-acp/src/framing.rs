@@ -14,7 +14,10 @@ pub enum FramedLine {
     /// (JSON reads it as whitespace), so transcripts record exactly what was sent.
     Line(Vec<u8>),
     /// A line longer than the bound; its bytes were dropped.
-    Oversized { bytes: usize },
+    Oversized {
+        /// How many bytes the line had.
+        bytes: usize,
+    },
 }
 
 /// Incremental newline framer.
@@ -33,6 +36,7 @@ impl Default for LineFramer {
 }
 
 impl LineFramer {
+    /// A framer that drops lines longer than `max_line_bytes` (at least 1).
     pub fn new(max_line_bytes: usize) -> Self {
         Self {
             buffer: Vec::new(),

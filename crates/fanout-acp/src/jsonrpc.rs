@@ -36,7 +36,9 @@ impl Direction {
 /// A JSON-RPC request id: a number or a string (`1` and `"1"` are different ids).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RequestId {
+    /// A JSON number.
     Number(serde_json::Number),
+    /// A JSON string.
     String(String),
 }
 
@@ -53,7 +55,9 @@ impl fmt::Display for RequestId {
 /// A JSON-RPC error object, read leniently.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
+    /// `code`, when an integer.
     pub code: Option<i64>,
+    /// `message`, when a non-empty string.
     pub message: Option<String>,
     /// The whole `error` member as sent.
     pub raw: Value,
@@ -84,25 +88,36 @@ impl RpcError {
 /// How a response ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResponseOutcome {
+    /// `result`.
     Result(Value),
+    /// `error` (it wins when both are present).
     Error(RpcError),
 }
 
 /// One understood JSON-RPC 2.0 message. `params` is `Value::Null` when absent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
+    /// A request: it has an `id` and a `method`.
     Request {
+        /// Its id.
         id: RequestId,
+        /// Its method.
         method: String,
+        /// Its params.
         params: Value,
     },
+    /// A notification: a `method` and no `id`.
     Notification {
+        /// Its method.
         method: String,
+        /// Its params.
         params: Value,
     },
-    /// `id` is `None` for the `"id": null` of errors about unreadable requests.
+    /// A response: `result` or `error`.
     Response {
+        /// `None` for the `"id": null` of errors about unreadable requests.
         id: Option<RequestId>,
+        /// How it ended.
         outcome: ResponseOutcome,
     },
 }
@@ -112,7 +127,9 @@ pub enum Message {
 pub enum NotUnderstoodReason {
     /// Empty or whitespace-only line.
     Blank,
+    /// Not UTF-8.
     InvalidUtf8,
+    /// Not JSON.
     InvalidJson,
     /// Valid JSON but not an object (batches are not used by ACP).
     NotAnObject,

@@ -12,31 +12,44 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SubagentTask {
+    /// What the launch says the subagent is for.
     pub description: String,
+    /// The prompt it was given.
     pub prompt: String,
+    /// Its type (agent definition).
     pub subagent_type: String,
     /// The agent's own status (open vocabulary: `running`, `completed`, `async_launched`,
     /// `idle`, …), not the tool status.
     #[serde(skip_serializing_if = "is_blank")]
     pub status: Option<String>,
+    /// The agent's own id for the subagent (Claude's `agentId`).
     #[serde(skip_serializing_if = "is_blank")]
     pub agent_id: Option<String>,
+    /// The model it ran on.
     #[serde(skip_serializing_if = "is_blank")]
     pub model: Option<String>,
+    /// Its session (or thread) id.
     #[serde(skip_serializing_if = "is_blank")]
     pub child_session_id: Option<String>,
+    /// Its wall time in milliseconds, as reported.
     #[serde(skip_serializing_if = "is_unreported")]
     pub duration_ms: Option<i64>,
+    /// Its tokens, as reported.
     #[serde(skip_serializing_if = "is_unreported")]
     pub total_tokens: Option<i64>,
+    /// Its tool calls, when reported (0 included).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_use_count: Option<i64>,
+    /// Its result as the agent reports it (message metadata only, never a row).
     #[serde(skip_serializing_if = "is_blank")]
     pub result_text: Option<String>,
+    /// It runs in the background.
     #[serde(skip_serializing_if = "is_false")]
     pub is_async: bool,
+    /// Where its output goes (Claude's background `outputFile`).
     #[serde(skip_serializing_if = "is_blank")]
     pub output_file: Option<String>,
+    /// The parent may read that file.
     #[serde(skip_serializing_if = "is_false")]
     pub can_read_output_file: bool,
 }
@@ -79,12 +92,6 @@ pub(crate) struct SubagentResult {
 }
 
 impl SubagentTask {
-    pub(crate) fn from_inputs(inputs: SubagentInputs) -> Self {
-        let mut task = Self::default();
-        task.fill_inputs(&inputs);
-        task
-    }
-
     /// Later inputs only fill what is still empty.
     pub(crate) fn fill_inputs(&mut self, inputs: &SubagentInputs) {
         fill_text(&mut self.description, inputs.description.as_deref());
@@ -119,19 +126,6 @@ impl SubagentTask {
         {
             self.result_text = Some(text.to_owned());
         }
-    }
-
-    /// Merges a Claude result object (`toolResponse` on the wire, `toolUseResult` in
-    /// Claude Code's own logs) by the Claude rule of DESIGN 3.3, exactly as a live frame
-    /// carrying it would; its `description` and `prompt` only fill empty inputs.
-    pub fn merge_claude_result(&mut self, response: &serde_json::Map<String, serde_json::Value>) {
-        let field = |key: &str| crate::json::text(response.get(key)).map(str::to_owned);
-        self.fill_inputs(&SubagentInputs {
-            description: field("description"),
-            prompt: field("prompt"),
-            subagent_type: None,
-        });
-        self.merge_result(&crate::dialect::claude_response(response));
     }
 
     /// Replaces the agent status when the new one is non-empty.
@@ -199,7 +193,8 @@ mod tests {
 
     #[test]
     fn merge_never_blanks_and_follows_per_field_rules() {
-        let mut task = SubagentTask::from_inputs(SubagentInputs {
+        let mut task = SubagentTask::default();
+        task.fill_inputs(&SubagentInputs {
             description: Some("d".into()),
             ..SubagentInputs::default()
         });
@@ -248,7 +243,8 @@ mod tests {
 
     #[test]
     fn later_inputs_only_fill_empty_fields() {
-        let mut task = SubagentTask::from_inputs(SubagentInputs {
+        let mut task = SubagentTask::default();
+        task.fill_inputs(&SubagentInputs {
             description: Some("first".into()),
             prompt: None,
             subagent_type: Some(String::new()),

@@ -3,6 +3,9 @@
 //! are mostly the words the dialects look for, so random input reaches real branches
 //! rather than bouncing off the first field check).
 
+use std::collections::HashSet;
+use std::path::Path;
+
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
@@ -46,8 +49,35 @@ pub const WORDS: &[&str] = &[
     "sub-agent-: y",
     "/a/b",
     "2.0",
+    "requires_action",
+    "cancelled",
+    "end_turn",
+    "error",
+    "agent",
+    "invoke_agent__1",
+    "Delegating to agent 'x'",
+    "general-purpose",
+    "background",
+    "task_execution",
+    "peer",
+    "human",
+    "subagent_spawned",
+    "subagent_state_update",
+    "session_message",
+    "session_message_chunk",
+    "usage_update",
+    "initialize",
+    "qwen-code",
+    "gemini-cli",
+    "Copilot",
+    "OpenCode",
+    "fanout-agent",
+    "@agentclientprotocol/claude-agent-acp",
+    "@agentclientprotocol/codex-acp",
+    "s1#2",
 ];
 
+/// Keys that mean something to some dialect, so random objects hit real branches.
 pub const KEYS: &[&str] = &[
     "jsonrpc",
     "id",
@@ -109,6 +139,29 @@ pub const KEYS: &[&str] = &[
     "code",
     "agentId",
     "text",
+    "agentInfo",
+    "name",
+    "parentToolCallId",
+    "backgroundTask",
+    "toolUseId",
+    "executionMode",
+    "executionSummary",
+    "totalToolCalls",
+    "subagentName",
+    "run_in_background",
+    "agent_type",
+    "mode",
+    "_claude/origin",
+    "kind",
+    "from",
+    "handback",
+    "subagentSessionId",
+    "task",
+    "messageId",
+    "senderSessionId",
+    "recipientSessionId",
+    "usage",
+    "github.com/copilot",
 ];
 
 /// One of [`WORDS`], or now and then any printable string.
@@ -145,4 +198,88 @@ pub fn json_value() -> impl Strategy<Value = Value> {
                 .prop_map(|pairs| Value::Object(pairs.into_iter().collect::<Map<_, _>>())),
         ]
     })
+}
+
+/// Every JSON line of the fanout transcripts (`*.jsonl`, header skipped) in `dirs`, each
+/// once and at most `max_bytes` long: the real frames fuzzers mutate, so every dialect's
+/// shapes are reached. Panics on an unreadable file (test support).
+pub fn transcript_templates(dirs: &[&Path], max_bytes: usize) -> Vec<Value> {
+    let mut seen = HashSet::new();
+    let mut templates = Vec::new();
+    for dir in dirs {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for record in text.lines().skip(1) {
+                let Ok(record) = serde_json::from_str::<Value>(record) else {
+                    continue;
+                };
+                let Some(line) = record["line"].as_str() else {
+                    continue;
+                };
+                if line.len() <= max_bytes
+                    && seen.insert(line.to_owned())
+                    && let Ok(value) = serde_json::from_str::<Value>(line)
+                {
+                    templates.push(value);
+                }
+            }
+        }
+    }
+    templates
+}
+
+/// Replaces the node reached by following `selectors` (child index modulo its size).
+pub fn mutate(value: &mut Value, selectors: &[usize], replacement: Value) {
+    let Some((first, rest)) = selectors.split_first() else {
+        *value = replacement;
+        return;
+    };
+    let child = match value {
+        Value::Object(map) if !map.is_empty() => {
+            let index = first % map.len();
+            map.values_mut().nth(index)
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let index = first % items.len();
+            items.get_mut(index)
+        }
+        _ => None,
+    };
+    match child {
+        Some(child) => mutate(child, rest, replacement),
+        None => *value = replacement,
+    }
+}
+
+/// Swaps every session id (and thread, child and sender/recipient session id) for
+/// `session` and every tool call id for `tool_call_id`, so templates collide.
+pub fn rename(value: &mut Value, session: &str, tool_call_id: &str) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                match (key.as_str(), child.is_string()) {
+                    (
+                        "sessionId" | "threadId" | "agentThreadId" | "subagentSessionId"
+                        | "senderSessionId" | "recipientSessionId",
+                        true,
+                    ) => *child = Value::from(session),
+                    ("toolCallId" | "toolUseId" | "parentToolCallId", true) => {
+                        *child = Value::from(tool_call_id);
+                    }
+                    _ => rename(child, session, tool_call_id),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| rename(item, session, tool_call_id)),
+        _ => {}
+    }
 }

@@ -4,54 +4,24 @@
 
 use std::path::Path;
 
-use fanout_acp::testing::{json_value, word};
-use fanout_acp::{Direction, LineFramer, Tracker, TrackerEvent, classify};
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use fanout_acp::testing::{json_value, mutate, rename, transcript_templates, word};
+use fanout_acp::{Dialect, Direction, LineFramer, Tracker, TrackerEvent, classify};
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// Every JSON-RPC line of the example transcripts.
-fn templates() -> Vec<Value> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp-examples");
-    let mut lines = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    for path in paths
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-    {
-        let text = std::fs::read_to_string(path).unwrap();
-        for record in text.lines().skip(1) {
-            let record: Value = serde_json::from_str(record).unwrap();
-            lines.push(serde_json::from_str(record["line"].as_str().unwrap()).unwrap());
-        }
-    }
-    lines
-}
-
-/// Replaces the node reached by following `selectors` (child index modulo its size).
-fn mutate(value: &mut Value, selectors: &[usize], replacement: Value) {
-    let Some((first, rest)) = selectors.split_first() else {
-        *value = replacement;
-        return;
-    };
-    let child = match value {
-        Value::Object(map) if !map.is_empty() => {
-            let index = first % map.len();
-            map.values_mut().nth(index)
-        }
-        Value::Array(items) if !items.is_empty() => {
-            let index = first % items.len();
-            items.get_mut(index)
-        }
-        _ => None,
-    };
-    match child {
-        Some(child) => mutate(child, rest, replacement),
-        None => *value = replacement,
-    }
+/// Every JSON-RPC line of the example transcripts and of the transcripts recorded from
+/// real agents (every dialect's shapes), read once.
+fn templates() -> &'static [Value] {
+    static TEMPLATES: OnceLock<Vec<Value>> = OnceLock::new();
+    TEMPLATES.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let examples = root.join("tests/acp-examples");
+        let real = root.join("../fanout-capture/tests/fixtures/real");
+        transcript_templates(&[&examples, &real], 8192)
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -76,8 +46,8 @@ fn line() -> impl Strategy<Value = Line> {
         1 => json_value().prop_map(Line::Json),
         4 => (any::<usize>(), prop::collection::vec((prop::collection::vec(any::<usize>(), 0..6), json_value()), 1..4))
             .prop_map(|(template, edits)| Line::Mutated { template, edits }),
-        2 => (any::<usize>(), prop::sample::select(&["s1", "c1", "child-native-1", "cx-1", ""][..]),
-              prop::sample::select(&["t1", "call-spawn", "toolu_01REVIEW01", "spawn-1", ""][..]))
+        2 => (any::<usize>(), prop::sample::select(&["s1", "c1", "child-native-1", "cx-1", "a7f3c2d1e0b4a5c6", "qw-1", ""][..]),
+              prop::sample::select(&["t1", "call-spawn", "toolu_01REVIEW01", "spawn-1", "call_bg", "invoke_agent__call_2", ""][..]))
             .prop_map(|(template, session, id)| Line::Renamed { template, session: session.into(), tool_call_id: id.into() }),
     ]
 }
@@ -105,26 +75,6 @@ fn render(line: &Line, templates: &[Value]) -> Vec<u8> {
     }
 }
 
-fn rename(value: &mut Value, session: &str, tool_call_id: &str) {
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map.iter_mut() {
-                match (key.as_str(), child.is_string()) {
-                    ("sessionId" | "threadId" | "agentThreadId", true) => {
-                        *child = Value::from(session)
-                    }
-                    ("toolCallId", true) => *child = Value::from(tool_call_id),
-                    _ => rename(child, session, tool_call_id),
-                }
-            }
-        }
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|item| rename(item, session, tool_call_id)),
-        _ => {}
-    }
-}
-
 fn check(events: &[TrackerEvent]) {
     for event in events {
         if let TrackerEvent::Tool(frame) = event {
@@ -142,6 +92,50 @@ fn check(events: &[TrackerEvent]) {
                 }
             }
         }
+    }
+}
+
+/// The templates hold every dialect's frames: replayed file by file (so each agent's
+/// `initialize` names it), they recognise a row of each.
+#[test]
+fn the_templates_reach_every_dialect() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = HashSet::new();
+    for dir in [
+        root.join("tests/acp-examples"),
+        root.join("../fanout-capture/tests/fixtures/real"),
+    ] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|ext| ext != "jsonl") {
+                continue;
+            }
+            let mut tracker = Tracker::new();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for record in text.lines().skip(1) {
+                let record: Value = serde_json::from_str(record).unwrap();
+                let direction = Direction::from_tag(record["dir"].as_str().unwrap()).unwrap();
+                for event in tracker.observe(direction, record["line"].as_str().unwrap()) {
+                    if let TrackerEvent::Tool(frame) = event {
+                        seen.extend(frame.dialect);
+                    }
+                }
+            }
+        }
+    }
+    for dialect in [
+        Dialect::Claude,
+        Dialect::OpenCode,
+        Dialect::Cursor,
+        Dialect::Auggie,
+        Dialect::Codex,
+        Dialect::Qwen,
+        Dialect::Gemini,
+        Dialect::Copilot,
+        Dialect::AcpNative,
+        Dialect::Fanout,
+    ] {
+        assert!(seen.contains(&dialect), "{dialect:?}");
     }
 }
 
@@ -207,13 +201,25 @@ proptest! {
     fn sequences_of_mutated_real_frames_never_panic(lines in prop::collection::vec((any::<bool>(), line()), 1..48)) {
         let templates = templates();
         let mut tracker = Tracker::new();
+        // Half the runs speak as a named agent, so each dialect's own rules run alone too.
+        if let Some(Line::Renamed { template, .. }) = lines.first().map(|(_, line)| line)
+            && template % 2 == 0
+        {
+            let agents = ["qwen-code", "gemini-cli", "Copilot", "@agentclientprotocol/claude-agent-acp", "@agentclientprotocol/codex-acp", "OpenCode", "fanout-agent"];
+            let name = agents[template % agents.len()];
+            tracker.observe(Direction::ClientToAgent, r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{}}"#);
+            tracker.observe(Direction::AgentToClient, &format!(r#"{{"jsonrpc":"2.0","id":"init","result":{{"agentInfo":{{"name":"{name}"}}}}}}"#));
+        }
         for (to_agent, line) in &lines {
             let direction = if *to_agent { Direction::ClientToAgent } else { Direction::AgentToClient };
-            check(&tracker.observe_bytes(direction, &render(line, &templates)));
+            check(&tracker.observe_bytes(direction, &render(line, templates)));
         }
-        // Each template replayed in its own direction afterwards still works.
-        for template in &templates {
-            check(&tracker.observe(Direction::AgentToClient, &template.to_string()));
+        // The templates this run used, replayed unmutated afterwards, still work.
+        for line in lines.iter().map(|(_, line)| line) {
+            if let Line::Mutated { template, .. } | Line::Renamed { template, .. } = line {
+                let template = &templates[template % templates.len()];
+                check(&tracker.observe(Direction::AgentToClient, &template.to_string()));
+            }
         }
     }
 }

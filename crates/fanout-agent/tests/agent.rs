@@ -469,7 +469,7 @@ async fn refused_subagent_calls_announce_a_failed_meta_block() {
 }
 
 #[tokio::test]
-async fn without_the_subagents_capability_children_are_only_linked() {
+async fn without_the_subagents_capability_children_are_only_named_in_meta() {
     let ws = workspace();
     let model = scripted(json!([
         {"responses":[response(vec![tool("c1", "subagent", r#"{"description":"look","prompt":"look around","subagent_type":"explorer","mode":"spawn"}"#), vec![stop("tool_use")]]),
@@ -491,12 +491,17 @@ async fn without_the_subagents_capability_children_are_only_linked() {
     let child = call["_meta"]["fanout"]["subagent"]["childSessionId"]
         .as_str()
         .unwrap();
+    assert!(!child.is_empty());
+    // ACP allows session content only for a client with `clientCapabilities.subagents`.
+    for update in updates(&notes, "tool_call_update") {
+        let content = update["params"]["update"]["content"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(content.iter().all(|c| c["type"] != "session"), "{update}");
+    }
     let last = &updates(&notes, "tool_call_update").last().unwrap()["params"]["update"];
-    assert_eq!(
-        last["content"][0],
-        json!({"type":"session","sessionId":child})
-    );
-    assert_eq!(last["content"][1]["content"]["text"], "child text");
+    assert_eq!(last["content"][0]["content"]["text"], "child text");
     assert_eq!(last["_meta"]["fanout"]["subagent"]["toolUseCount"], 0);
     assert_eq!(last["_meta"]["fanout"]["subagent"]["totalTokens"], 15);
     c.finish().await;

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use fanout_acp::{Direction, SubagentTask, ToolFrame, Tracker, TrackerEvent};
 use fanout_store::{
-    MessageRecord, SessionRecord, Store, StoreError, SubagentRecord, Timestamp, TranscriptMark,
-    TurnRecord, UNKNOWN_EXECUTION, WriteOp,
+    ImportFileRecord, MessageRecord, SessionRecord, Source, Store, StoreError, SubagentRecord,
+    Timestamp, TokenCounts, TranscriptMark, TurnRecord, UNKNOWN_EXECUTION, UsageRecord,
+    UsageSource, WriteOp,
 };
 use serde::Serialize;
 
 use crate::counters::{
-    FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
-    STORE_ERRORS_METRIC, WriterCounters,
+    DIALECT_ANOMALIES_METRIC, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC,
+    FRAMES_WITHOUT_TASK_METRIC, STORE_ERRORS_METRIC, WriterCounters,
 };
 use crate::ids::{message_row_id, session_row_id, turn_row_id};
 use crate::writer::{RecordOutcome, SubagentFrame, SubagentWriter};
@@ -51,8 +52,12 @@ pub struct CaptureStats {
     pub message_writes: u64,
     /// Distinct subagent rows persisted.
     pub subagent_rows: u64,
+    /// Distinct usage-ledger rows (model responses) persisted.
+    pub usage_rows: u64,
     /// Failed session, turn and message writes (subagent failures are the writer's `failed`).
     pub store_errors: u64,
+    /// Frames a dialect could not place (`fanout_acp::IgnoredReason::is_anomaly`).
+    pub dialect_anomalies: u64,
 }
 
 #[derive(Debug)]
@@ -80,6 +85,8 @@ enum Table {
     Sessions,
     Turns,
     Messages,
+    Usage,
+    ImportFiles,
 }
 
 impl Table {
@@ -88,8 +95,22 @@ impl Table {
             Table::Sessions => "task_sessions",
             Table::Turns => "task_session_turns",
             Table::Messages => "task_session_messages",
+            Table::Usage => "task_session_usage",
+            Table::ImportFiles => "import_files",
         }
     }
+}
+
+/// One model response an importer hands to [`Capture::queue_usage`]; the session row,
+/// task and turn come from capture's own state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ResponseUsage {
+    pub response_id: String,
+    pub model: Option<String>,
+    pub tokens: TokenCounts,
+    /// The invocation whose context made the call; `None` = the session's own agent.
+    pub subagent_tool_call_id: Option<String>,
+    pub source: UsageSource,
 }
 
 /// One write queued while lines are observed, with what its outcome moves.
@@ -111,9 +132,20 @@ enum Pending {
         record: MessageRecord,
         tool_call_id: String,
         is_new: bool,
+        /// Frames folded into this one write (see [`Capture::queue_message`]).
+        frames: u64,
     },
     /// Already through the writer's gate and value rules ([`SubagentWriter::prepare`]).
-    Subagent { record: SubagentRecord },
+    Subagent {
+        record: SubagentRecord,
+    },
+    Usage {
+        record: UsageRecord,
+    },
+    /// An importer's state of one source file: written only with the rows before it.
+    ImportFile {
+        record: ImportFileRecord,
+    },
 }
 
 impl Pending {
@@ -123,6 +155,8 @@ impl Pending {
             Pending::Turn { record, .. } => WriteOp::Turn(record),
             Pending::Message { record, .. } => WriteOp::Message(record),
             Pending::Subagent { record } => WriteOp::Subagent(record),
+            Pending::Usage { record } => WriteOp::Usage(record),
+            Pending::ImportFile { record } => WriteOp::ImportFile(record),
         }
     }
 }
@@ -167,6 +201,10 @@ pub struct Capture {
     rows_written: u64,
     /// (session row id, tool_call_id) of subagent rows this capture persisted.
     subagent_rows: HashSet<(String, String)>,
+    /// (session row id, response id) of usage rows this capture persisted.
+    usage_rows: HashSet<(String, String)>,
+    /// The provenance of the subagent rows this capture writes.
+    source: Source,
     stats: CaptureStats,
     /// Writes of the line(s) being observed, in order; empty between calls, except for
     /// writes held by [`Capture::apply_batch`] while the store is away.
@@ -176,7 +214,8 @@ pub struct Capture {
     /// Interpreting lines that are already in the store ([`Capture::replay_applied`]):
     /// nothing is queued for writing and no counter moves.
     replaying: bool,
-
+    /// The index in `pending` of the queued write of each message row, for folding.
+    queued_messages: HashMap<String, usize>,
     /// The per-line recorder handles, looked up once.
     frames_seen_metric: metrics::Counter,
     not_understood_metric: metrics::Counter,
@@ -197,10 +236,13 @@ impl Capture {
             sessions: HashMap::new(),
             rows_written: 0,
             subagent_rows: HashSet::new(),
+            usage_rows: HashSet::new(),
+            source: Source::Live,
             stats: CaptureStats::default(),
             pending: Vec::new(),
             pending_mark: None,
             replaying: false,
+            queued_messages: HashMap::new(),
             frames_seen_metric: metrics::counter!(FRAMES_SEEN_METRIC),
             not_understood_metric: metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC),
             without_task_metric: metrics::counter!(FRAMES_WITHOUT_TASK_METRIC),
@@ -278,6 +320,7 @@ impl Capture {
         }
         self.replaying = false;
         self.stats = stats;
+        self.queued_messages.clear();
         for write in std::mem::take(&mut self.pending) {
             if let Pending::Session {
                 acp_session_id,
@@ -341,13 +384,74 @@ impl Capture {
                     self.not_understood_metric.increment(1);
                 }
             }
+            TrackerEvent::Ignored { reason, .. } if reason.is_anomaly() => {
+                self.stats.dialect_anomalies += 1;
+                if !self.replaying {
+                    metrics::counter!(DIALECT_ANOMALIES_METRIC, "reason" => reason.as_str())
+                        .increment(1);
+                }
+            }
             TrackerEvent::SessionUpdate { .. } | TrackerEvent::Ignored { .. } => {}
         }
+    }
+
+    /// The provenance of every subagent row written from now on: [`Source::Import`] for
+    /// the native-history importers ([`Source::Live`] by default).
+    pub(crate) fn set_source(&mut self, source: Source) {
+        self.source = source;
     }
 
     /// Writes queued by the `queue_*` calls and not yet committed (Claude import).
     pub(crate) fn queued_writes(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Drops the writes queued since `mark` (a [`Capture::queued_writes`] count): an
+    /// importer reading lines for their context only keeps the state they moved and
+    /// writes nothing of them.
+    pub(crate) fn discard_queued_from(&mut self, mark: usize) {
+        if mark < self.pending.len() {
+            self.pending.truncate(mark);
+            self.queued_messages.retain(|_, index| *index < mark);
+        }
+    }
+
+    /// Queues a message write, or folds it into the write already queued for that row
+    /// when that keeps the queued write's turn (so every foreign key still holds where
+    /// it stands). The message upsert keeps the first non-NULL turn and `created_at`,
+    /// lets a non-NULL type and content replace, and takes metadata and `updated_at` from
+    /// the latest write, and no other queued write touches the row: the folded record
+    /// leaves exactly the row the upserts in sequence would have left, in one statement.
+    fn queue_message(&mut self, write: Pending) {
+        let Pending::Message {
+            record: newer,
+            is_new,
+            ..
+        } = &write
+        else {
+            return;
+        };
+        if let Some(&index) = self.queued_messages.get(&newer.id)
+            && let Some(Pending::Message {
+                record: queued,
+                is_new: queued_new,
+                frames,
+                ..
+            }) = self.pending.get_mut(index)
+            && queued.id == newer.id
+            && (queued.turn_id.is_some() || newer.turn_id.is_none())
+        {
+            queued.message_type = newer.message_type.clone().or(queued.message_type.take());
+            queued.content = newer.content.clone().or(queued.content.take());
+            queued.metadata.clone_from(&newer.metadata);
+            queued.updated_at = newer.updated_at;
+            *queued_new |= *is_new;
+            *frames += 1;
+            return;
+        }
+        self.queued_messages
+            .insert(newer.id.clone(), self.pending.len());
+        self.pending.push(write);
     }
 
     /// Commits the queued writes together, exactly as [`Capture::observe_batch`] does
@@ -501,12 +605,52 @@ impl Capture {
             .as_ref()
             .and_then(|task| self.prepare_subagent(frame, task, session_id, &task_id, turn_id, at));
         if !frame.tool_call_id.is_empty() {
-            self.pending
-                .push(message_write(frame, session_id, task_id, turn_id, at));
+            let write = message_write(frame, session_id, task_id, turn_id, at);
+            self.queue_message(write);
         }
         if let Some(record) = subagent {
             self.pending.push(Pending::Subagent { record });
         }
+    }
+
+    /// One model response of the session, in the turn open on it now (never creating
+    /// one); nothing when the session has no task.
+    pub(crate) fn queue_usage(
+        &mut self,
+        acp_session_id: &str,
+        usage: ResponseUsage,
+        at: Timestamp,
+    ) {
+        let Some(task_id) = self.ensure_session_row(acp_session_id, at, false) else {
+            self.count_without_task();
+            return;
+        };
+        let Some(state) = self.sessions.get(acp_session_id) else {
+            return;
+        };
+        let record = UsageRecord {
+            task_session_id: state.row_id.clone(),
+            task_id,
+            turn_id: state.open_turn.as_ref().map(|t| t.id.clone()),
+            subagent_tool_call_id: usage.subagent_tool_call_id,
+            agent_execution_id: Some(
+                self.execution_id
+                    .clone()
+                    .unwrap_or_else(|| UNKNOWN_EXECUTION.to_owned()),
+            ),
+            response_id: usage.response_id,
+            model: usage.model,
+            tokens: usage.tokens,
+            source: usage.source,
+            observed_at: at,
+        };
+        self.pending.push(Pending::Usage { record });
+    }
+
+    /// An importer's state of one source file, committed with the writes queued before
+    /// it (never alone after a failed group: see [`Capture::flush`]).
+    pub(crate) fn queue_import_file(&mut self, record: ImportFileRecord) {
+        self.pending.push(Pending::ImportFile { record });
     }
 
     /// The writer's first half for one subagent frame, on borrowed values (no copy of
@@ -530,6 +674,7 @@ impl Capture {
             tool_status: frame.tool_status.as_deref(),
             payload,
             observed_at: at,
+            source: self.source,
         })
     }
 
@@ -539,6 +684,7 @@ impl Capture {
             return;
         }
         let pending = std::mem::take(&mut self.pending);
+        self.queued_messages.clear();
         if how == Flush::Group && pending.len() > 1 {
             let ops: Vec<WriteOp<'_>> = pending.iter().map(Pending::op).collect();
             match self.store.write_batch(&ops).await {
@@ -557,8 +703,15 @@ impl Capture {
                 ),
             }
         }
+        // An import file's offset is only recorded when every write before it landed:
+        // otherwise the next import would skip what this one failed to write.
+        let mut any_failed = false;
         for write in &pending {
+            if any_failed && matches!(write, Pending::ImportFile { .. }) {
+                continue;
+            }
             let result = self.write_one(write).await;
+            any_failed |= result.is_err();
             self.settle(write, result.as_ref().err());
         }
     }
@@ -577,6 +730,7 @@ impl Capture {
         };
         let error = match result {
             Ok(()) => {
+                self.queued_messages.clear();
                 for write in std::mem::take(&mut self.pending) {
                     self.settle(&write, None);
                 }
@@ -587,6 +741,7 @@ impl Capture {
             Err(error) => error,
         };
         tracing::debug!(writes = self.pending.len(), %error, "group commit failed; writing record by record");
+        self.queued_messages.clear();
         let mut writes = std::mem::take(&mut self.pending).into_iter();
         while let Some(write) = writes.next() {
             match self.write_one(&write).await {
@@ -627,6 +782,8 @@ impl Capture {
             Pending::Turn { record, .. } => self.store.upsert_turn(record).await,
             Pending::Message { record, .. } => self.store.upsert_message(record).await,
             Pending::Subagent { record } => self.store.upsert_subagent(record).await,
+            Pending::Usage { record } => self.store.upsert_usage(record).await,
+            Pending::ImportFile { record } => self.store.upsert_import_file(record).await,
         }
     }
 
@@ -667,8 +824,8 @@ impl Capture {
             (Pending::Turn { record, .. }, Some(error)) => {
                 self.store_error(Table::Turns, &record.task_session_id, error, "");
             }
-            (Pending::Message { is_new, .. }, None) => {
-                self.stats.message_writes += 1;
+            (Pending::Message { is_new, frames, .. }, None) => {
+                self.stats.message_writes += frames;
                 if *is_new {
                     self.stats.messages += 1;
                 }
@@ -686,6 +843,24 @@ impl Capture {
                 error,
                 tool_call_id,
             ),
+            (Pending::Usage { record }, None) => {
+                if self
+                    .usage_rows
+                    .insert((record.task_session_id.clone(), record.response_id.clone()))
+                {
+                    self.stats.usage_rows += 1;
+                }
+            }
+            (Pending::Usage { record }, Some(error)) => self.store_error(
+                Table::Usage,
+                &record.task_session_id,
+                error,
+                &record.response_id,
+            ),
+            (Pending::ImportFile { .. }, None) => {}
+            (Pending::ImportFile { record }, Some(error)) => {
+                self.store_error(Table::ImportFiles, &record.path, error, "");
+            }
             (Pending::Subagent { record }, error) => {
                 let outcome = self.writer.settle(record, error);
                 if outcome == RecordOutcome::Persisted
@@ -871,5 +1046,6 @@ fn message_write(
         record,
         tool_call_id: frame.tool_call_id.clone(),
         is_new: frame.is_new,
+        frames: 1,
     }
 }

@@ -12,6 +12,10 @@ pub use fanout_metrics::SUBAGENT_CONTEXT_METRIC;
 pub const FRAMES_SEEN_METRIC: &str = "fanout_capture_frames_total";
 /// Lines that were not JSON-RPC (still forwarded by the proxy, never recorded).
 pub const FRAMES_NOT_UNDERSTOOD_METRIC: &str = "fanout_capture_frames_not_understood_total";
+/// Frames a dialect could not place (a lone state for a child never announced, a cycle
+/// going idle twice, a hand-back from an unknown session, a status for an unknown call:
+/// `fanout_acp::IgnoredReason::is_anomaly`), labelled `reason`. No row is invented.
+pub const DIALECT_ANOMALIES_METRIC: &str = "fanout_capture_dialect_anomalies_total";
 /// Lines that would have been recorded but had no task id (DESIGN 3.2).
 pub const FRAMES_WITHOUT_TASK_METRIC: &str = "fanout_capture_frames_without_task_total";
 /// Failed session, turn and message writes, labelled `table`. Subagent write failures

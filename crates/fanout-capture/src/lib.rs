@@ -35,6 +35,7 @@
 //! - `fanout_capture_frames_total`: lines offered to capture;
 //! - `fanout_capture_frames_not_understood_total`: lines that were not JSON-RPC;
 //! - `fanout_capture_frames_without_task_total`: frames not recorded for want of a task;
+//! - `fanout_capture_dialect_anomalies_total{reason}`: frames a dialect could not place;
 //! - `fanout_capture_store_errors_total{table}`: failed session, turn and message writes.
 //!
 //! Each writer also keeps its own counters ([`Capture::counters`]), which tests read.
@@ -43,12 +44,15 @@ mod capture;
 mod counters;
 mod ids;
 pub mod import;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod transcript;
 mod writer;
 
 pub use capture::{Capture, CaptureConfig, CaptureStats, Held};
 pub use counters::{
-    CounterSnapshot, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC, FRAMES_WITHOUT_TASK_METRIC,
-    Outcome, STORE_ERRORS_METRIC, SUBAGENT_CONTEXT_METRIC, WriterCounters,
+    CounterSnapshot, DIALECT_ANOMALIES_METRIC, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC,
+    FRAMES_WITHOUT_TASK_METRIC, Outcome, STORE_ERRORS_METRIC, SUBAGENT_CONTEXT_METRIC,
+    WriterCounters,
 };
 pub use ids::{message_row_id, session_row_id, turn_row_id};

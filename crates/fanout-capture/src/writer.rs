@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use fanout_acp::SubagentTask;
-use fanout_store::{SubagentRecord, Timestamp, is_terminal_tool_status};
+use fanout_store::{Source, SubagentRecord, Timestamp, is_terminal_tool_status};
 
 use crate::counters::{Outcome, WriterCounters};
 
@@ -27,6 +27,8 @@ pub(crate) struct SubagentFrame<'a> {
     pub tool_status: Option<&'a str>,
     pub payload: &'a SubagentTask,
     pub observed_at: Timestamp,
+    /// The row's provenance (written once by its first frame).
+    pub source: Source,
 }
 
 /// How one prepared record's write ended ([`SubagentWriter::settle`]), for callers
@@ -150,6 +152,7 @@ pub(crate) fn normalize(frame: &SubagentFrame<'_>) -> (SubagentRecord, bool) {
         duration_ms,
         observed_at: Some(frame.observed_at),
         settled_at,
+        source: frame.source,
     };
     (record, anomalous)
 }
@@ -174,6 +177,7 @@ mod tests {
             tool_status: None,
             payload,
             observed_at: Timestamp::parse("2026-08-10T09:00:00Z").expect("fixed time"),
+            source: Source::Live,
         }
     }
 

@@ -13,8 +13,8 @@ use fanout_capture::{
 };
 use fanout_store::testing::{LogCapture, TestDb};
 use fanout_store::{
-    MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, SubagentRow,
-    TurnRecord, WriteOp, both_engines,
+    ImportFileRecord, MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord,
+    SubagentRow, TurnRecord, UsageRecord, WriteOp, both_engines,
 };
 
 const A2C: Direction = Direction::AgentToClient;
@@ -60,6 +60,15 @@ fn update(session: &str, update: &str) -> (Direction, String) {
             r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{session}","update":{update}}}}}"#
         ),
     )
+}
+
+/// A session, then one prompt turn holding these `session/update`s on it.
+fn one_turn(updates: &[&str]) -> Vec<(Direction, String)> {
+    let mut lines = session_new().to_vec();
+    lines.push(prompt(2));
+    lines.extend(updates.iter().map(|body| update(ACP, body)));
+    lines.push(prompt_end(2));
+    lines
 }
 
 /// A Claude `Agent` launch.
@@ -402,6 +411,12 @@ impl Store for FailingSubagentStore {
             cause: sqlx::Error::Protocol("the disk is full (test)".into()),
         })
     }
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.0.upsert_usage(u).await
+    }
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        self.0.upsert_import_file(f).await
+    }
     /// A batch with a subagent write fails as a whole and writes nothing, as a real
     /// transaction would; capture must then retry record by record.
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
@@ -566,7 +581,41 @@ async fn garbage_lines_are_counted_not_recorded(db: TestDb) {
     }
 }
 
+/// Issue 10's bad input end to end: a lone state for a child never announced, a cycle
+/// that goes idle twice, a hand-back from a session never announced and a Qwen
+/// `backgroundTask` naming an unknown call are each one dialect anomaly; the only row is
+/// the announced child's first cycle, settled once.
+async fn bad_subagent_input_is_counted_and_invents_no_row(db: TestDb) {
+    let store = open(&db).await;
+    let mut capture = Capture::new(as_store(&store), config());
+    let lines = one_turn(&[
+        r#"{"sessionUpdate":"subagent_update","sessionId":"ghost","state":{"state":"running"}}"#,
+        r#"{"sessionUpdate":"subagent_update","sessionId":"kid","title":"Review","state":{"state":"running"}}"#,
+        r#"{"sessionUpdate":"subagent_update","sessionId":"kid","state":{"state":"idle","stopReason":"end_turn"}}"#,
+        r#"{"sessionUpdate":"subagent_update","sessionId":"kid","state":{"state":"idle","stopReason":"cancelled"}}"#,
+        r#"{"sessionUpdate":"session_message","messageId":"m1","senderSessionId":"stranger","recipientSessionId":"s1","content":[{"type":"text","text":"report"}]}"#,
+        r#"{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"},"_meta":{"backgroundTask":{"toolUseId":"call_404","status":"completed"}}}"#,
+    ]);
+    feed(&mut capture, &lines).await;
+    assert_eq!(
+        capture.stats().dialect_anomalies,
+        4,
+        "{:?}",
+        capture.stats()
+    );
+    let row = only_row(&store).await;
+    assert_eq!(row.tool_call_id, "kid");
+    assert_eq!(row.child_session_id.as_deref(), Some("kid"));
+    assert_eq!(row.description.as_deref(), Some("Review"));
+    assert_eq!(
+        (row.agent_status.as_deref(), row.tool_status.as_deref()),
+        (Some("idle"), Some("completed")),
+        "the second idle does not re-settle it as cancelled"
+    );
+}
+
 both_engines!(
+    bad_subagent_input_is_counted_and_invents_no_row,
     frame_outside_any_prompt_records_turn_null,
     terminal_frame_after_its_turn_ended_keeps_the_turn,
     a_null_turn_is_filled_by_a_later_frame,

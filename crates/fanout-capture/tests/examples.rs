@@ -279,24 +279,26 @@ async fn acp_native(db: TestDb) {
     assert_eq!(row.description.as_deref(), Some("Reviews the diff"));
     assert_eq!(row.agent_status.as_deref(), Some("idle"));
     assert_eq!(row.tool_status.as_deref(), Some("completed"));
-    assert_eq!(row.settled_at, Some(at("2026-08-03T15:32:22.5Z")));
+    // DESIGN 3.6: `idle` (end_turn) ends the work cycle and settles it, before spawn-1's
+    // own `completed` (first terminal wins).
+    assert_eq!(row.settled_at, Some(at("2026-08-03T15:32:22.25Z")));
     // The child's traffic belongs to the parent session: no session row of its own.
     assert_eq!(count(&db.url, "task_sessions").await, 1);
     reimport_changes_nothing(&db, &store, "acp-native.transcript.jsonl").await;
 }
 
-/// All six at once, through a directory walk: exactly the README's 8 rows.
+/// All eleven at once, through a directory walk: exactly the README's 19 rows.
 async fn whole_directory(db: TestDb) {
     let store = open(&db).await;
     let dir = examples_dir();
     let summary = import_paths(as_store(&store), std::slice::from_ref(&dir), &NoProgress).await;
     assert!(!summary.has_failures(), "{summary:#?}");
     let totals = summary.totals();
-    assert_eq!(totals.files, 6);
-    assert_eq!(totals.subagent_rows, 8);
-    assert_eq!(totals.sessions, 6);
-    assert_eq!(totals.turns, 6);
-    assert_eq!(count(&db.url, "task_session_subagents").await, 8);
+    assert_eq!(totals.files, 11);
+    assert_eq!(totals.subagent_rows, 19);
+    assert_eq!(totals.sessions, 11);
+    assert_eq!(totals.turns, 11);
+    assert_eq!(count(&db.url, "task_session_subagents").await, 19);
     let before = dump_all(&db.url).await;
     let again = import_paths(as_store(&store), &[dir], &NoProgress).await;
     assert!(!again.has_failures());

@@ -1,13 +1,15 @@
-//! No line panics capture: arbitrary bytes, arbitrary JSON values, and ACP-shaped frames
-//! with arbitrary parts, in both directions and in sequences, into a real SQLite file.
-//! Whatever happens, the writer's counters keep the AC-26 invariant.
+//! No line panics capture: arbitrary bytes, arbitrary JSON values, ACP-shaped frames with
+//! arbitrary parts and every dialect's real frames (the example and real-agent
+//! transcripts) with parts replaced, in both directions and in sequences, into a real
+//! SQLite file. Whatever happens, the writer's counters keep the AC-26 invariant.
 
 mod common;
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use fanout_acp::Direction;
-use fanout_acp::testing::{WORDS, json_value};
+use fanout_acp::testing::{WORDS, json_value, mutate, rename, transcript_templates};
 use fanout_capture::{Capture, CaptureConfig};
 use fanout_store::testing::TestDb;
 use fanout_store::{Store, Timestamp};
@@ -29,9 +31,42 @@ fn acp_shaped() -> impl Strategy<Value = Value> {
     )
 }
 
+/// Every dialect's frames: the lines of the example and real-agent transcripts.
+fn templates() -> &'static [Value] {
+    static TEMPLATES: OnceLock<Vec<Value>> = OnceLock::new();
+    TEMPLATES.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let examples = root.join("../fanout-acp/tests/acp-examples");
+        let real = root.join("tests/fixtures/real");
+        transcript_templates(&[&examples, &real], 8192)
+    })
+}
+
+/// A template with one part replaced, or with its session and tool call ids swapped for
+/// the opening's (`s1`, `t1`), so it lands on the fuzzed session's rows.
+fn template_line() -> impl Strategy<Value = Value> {
+    (
+        any::<usize>(),
+        prop::collection::vec(any::<usize>(), 0..5),
+        json_value(),
+        any::<bool>(),
+    )
+        .prop_map(|(index, path, replacement, renamed)| {
+            let templates = templates();
+            let mut value = templates[index % templates.len()].clone();
+            if renamed {
+                rename(&mut value, "s1", "t1");
+            } else {
+                mutate(&mut value, &path, replacement);
+            }
+            value
+        })
+}
+
 fn line() -> impl Strategy<Value = (bool, Vec<u8>)> {
     let bytes = prop::collection::vec(any::<u8>(), 0..64);
-    let json = prop_oneof![json_value(), acp_shaped()].prop_map(|v| v.to_string().into_bytes());
+    let json = prop_oneof![json_value(), acp_shaped(), template_line(), template_line()]
+        .prop_map(|v| v.to_string().into_bytes());
     (any::<bool>(), prop_oneof![bytes, json.clone(), json])
 }
 

@@ -1,18 +1,21 @@
-//! Transcripts recorded from real agents run offline (opencode 1.18, codex-acp 2.6 with
-//! and without `clientCapabilities.subagents`; see fixtures/real/README.md) import to
-//! exactly the rows `fixtures/real/expected.json` lists, on SQLite and PostgreSQL, and a
-//! second import changes nothing.
+//! Transcripts recorded from real agents run offline (fixtures/real/README.md: Claude
+//! 0.23 and 0.101 with and without `clientCapabilities.subagents`, OpenCode, codex-acp
+//! 1.x and 2.x, Qwen Code, Gemini CLI, Copilot CLI) import through
+//! `fanout_capture::import` to exactly the rows each `<name>.expected.json` lists (written
+//! by hand from the frames, placeholders resolved from the transcript by the rules of
+//! `fanout_acp::fixtures`), on SQLite and PostgreSQL, and a second import changes nothing.
 
 mod common;
 
 use std::path::PathBuf;
 
 use common::{as_store, dump_all, open};
+use fanout_acp::fixtures::{Expected, Transcript, expected_files};
 use fanout_capture::import::{NoProgress, import_paths};
-use fanout_capture::session_row_id;
+use fanout_capture::testing::row_differences;
 use fanout_store::both_engines;
 use fanout_store::testing::TestDb;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real")
@@ -22,50 +25,59 @@ both_engines!(real_agent_transcripts_import_to_their_expected_rows);
 
 async fn real_agent_transcripts_import_to_their_expected_rows(db: TestDb) {
     let store = open(&db).await;
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json"),
-    )
-    .expect("expected.json parses");
-    let files = expected.as_object().expect("an object of files");
-    assert!(files.len() >= 3, "opencode, codex and codex with subagents");
-    for (file, rows) in files {
-        let summary = import_paths(as_store(&store), &[fixtures().join(file)], &NoProgress).await;
-        assert!(!summary.has_failures(), "{file}: {summary:#?}");
-        for want in rows.as_array().expect("rows") {
-            let text = |key: &str| want[key].as_str().unwrap_or_default().to_owned();
-            let session = session_row_id(&text("agent_execution_id"), &text("acp_session_id"));
-            let got = store.subagents_by_session(&session).await.expect("rows");
-            assert_eq!(got.len(), 1, "{file}: one row per delegation: {got:#?}");
-            let row = &got[0];
-            let actual = json!({
-                "tool_call_id": row.tool_call_id,
-                "agent_execution_id": row.agent_execution_id,
-                "task_id": row.task_id,
-                "acp_session_id": want["acp_session_id"],
-                "parent_tool_call_id": row.parent_tool_call_id,
-                "subagent_type": row.subagent_type,
-                "description": row.description,
-                "agent_id": row.agent_id,
-                "child_session_id": row.child_session_id,
-                "model": row.model,
-                "agent_status": row.agent_status,
-                "tool_status": row.tool_status,
-                "settled": row.settled_at.is_some(),
-                "is_async": i64::from(row.is_async),
-                "total_tokens": row.total_tokens,
-                "tool_use_count": row.tool_use_count,
-                "duration_ms": row.duration_ms,
-                "source": row.source,
-            });
-            for (column, value) in want.as_object().expect("a row object") {
-                assert_eq!(&actual[column], value, "{file}: {column}");
-            }
-        }
+    let files = expected_files(&fixtures()).expect("the fixtures folder");
+    assert!(files.len() >= 45, "every recorded fixture: {}", files.len());
+    let mut transcripts = Vec::new();
+    let mut total = 0;
+    for path in &files {
+        let expected = Expected::load(path).expect("expected file");
+        let transcript_path = expected.transcript_path().expect("its transcript");
+        let transcript = Transcript::read(&transcript_path).expect("transcript");
+        let resolved = expected
+            .resolve(&transcript, None)
+            .expect("placeholders resolve");
+        assert_eq!(
+            Value::Object(resolved.ids.clone()),
+            Value::Object(expected.recorded()),
+            "{}: the rules find the recorded ids",
+            path.display()
+        );
+        let summary = import_paths(
+            as_store(&store),
+            std::slice::from_ref(&transcript_path),
+            &NoProgress,
+        )
+        .await;
+        assert!(!summary.has_failures(), "{}: {summary:#?}", path.display());
+        let anomalies: u64 = summary
+            .files
+            .iter()
+            .map(|f| f.capture.dialect_anomalies)
+            .sum();
+        assert_eq!(
+            anomalies,
+            0,
+            "{}: a real agent's traffic is no anomaly",
+            path.display()
+        );
+        let differences = row_differences(&store, &resolved.rows).await;
+        assert!(
+            differences.is_empty(),
+            "{}:\n{}",
+            path.display(),
+            differences.join("\n")
+        );
+        total += resolved.rows.len();
+        transcripts.push(transcript_path);
     }
+    let counts = store.counts().await.expect("counts");
+    assert_eq!(
+        counts.subagents,
+        i64::try_from(total).unwrap(),
+        "no row beyond the expected ones"
+    );
     let before = dump_all(&db.url).await;
-    for file in files.keys() {
-        let summary = import_paths(as_store(&store), &[fixtures().join(file)], &NoProgress).await;
-        assert!(!summary.has_failures(), "{file}: {summary:#?}");
-    }
+    let summary = import_paths(as_store(&store), &transcripts, &NoProgress).await;
+    assert!(!summary.has_failures(), "{summary:#?}");
     assert_eq!(dump_all(&db.url).await, before, "re-import changes nothing");
 }

@@ -1,5 +1,6 @@
-//! `fanout import`: recorded history (fanout transcripts, Claude Code session folders)
-//! into the store. The reading and mapping live in `fanout_capture::import`; this
+//! `fanout import`: recorded history (fanout transcripts, Claude Code session folders,
+//! Codex rollouts) into the store; with no path, every harness's default history.
+//! Incremental: what earlier imports read (`import_files`) is not read again. The reading and mapping live in `fanout_capture::import`; this
 //! module only opens the store, shows progress and prints the summary.
 
 use std::io::IsTerminal;
@@ -7,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use fanout_capture::import::{
-    ImportProgress, ImportSummary, LineError, catch_up_pending, import_paths,
+    ImportProgress, ImportSummary, KnownFiles, LineError, catch_up_pending, default_roots,
+    import_default_histories, import_paths_incremental,
 };
 use fanout_store::Store;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,11 +21,13 @@ use crate::output::{DbArgs, Format};
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// Files or directories (walked for *.transcript and *.jsonl): fanout transcripts
-    /// and Claude Code session folders (`<id>.jsonl` with `<id>/subagents/agent-*.jsonl`).
-    /// Proxy transcripts in the default place that are not yet wholly in this store
-    /// are written too.
-    #[arg(required = true, value_name = "PATH")]
+    /// Files or directories (walked for *.transcript and *.jsonl), each file recognised
+    /// by its shape: fanout transcripts, Claude Code session folders (`<id>.jsonl` with
+    /// `<id>/subagents/…`) and Codex rollouts. None: every harness's default history
+    /// (`$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`, `$CODEX_HOME/sessions`
+    /// or `~/.codex/sessions`). Proxy transcripts in the default place that are not yet
+    /// wholly in this store are written too.
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub db: DbArgs,
@@ -40,7 +44,19 @@ pub async fn run(args: ImportArgs) -> Result<ExitCode> {
         Some(bar) => bar,
         None => &PlainProgress,
     };
-    let summary = import_paths(Arc::clone(&store) as Arc<dyn Store>, &args.paths, progress).await;
+    let known = KnownFiles::new(
+        store
+            .import_files()
+            .await
+            .context("reading what earlier imports read (import_files)")?,
+    );
+    let as_store = Arc::clone(&store) as Arc<dyn Store>;
+    let summary = if args.paths.is_empty() {
+        let roots = default_roots(|name| std::env::var(name).ok());
+        import_default_histories(as_store, &roots, &known, progress).await
+    } else {
+        import_paths_incremental(as_store, &args.paths, &known, progress).await
+    };
     if let Some(bar) = bar {
         bar.bar.finish_and_clear();
     }
@@ -89,9 +105,16 @@ fn json_summary(summary: &ImportSummary, database: &str) -> serde_json::Value {
         .iter()
         .flat_map(|f| f.errors.iter().map(LineError::to_string))
         .collect();
+    let notes: Vec<String> = summary
+        .files
+        .iter()
+        .flat_map(|f| f.notes.iter().map(LineError::to_string))
+        .collect();
     serde_json::json!({
         "database": database,
+        "places": summary.places,
         "files": totals.files,
+        "unchanged": totals.unchanged,
         "failed_files": summary.failed_files,
         "skipped_files": summary.skipped_files,
         "frames": totals.frames,
@@ -99,7 +122,9 @@ fn json_summary(summary: &ImportSummary, database: &str) -> serde_json::Value {
         "turns": totals.turns,
         "messages": totals.messages,
         "subagent_rows": totals.subagent_rows,
+        "usage_rows": totals.usage_rows,
         "skipped": totals.skipped,
+        "notes": notes,
         "errors": totals.errors,
         "line_errors": line_errors,
         "counters": totals.counters,
@@ -110,15 +135,35 @@ fn json_summary(summary: &ImportSummary, database: &str) -> serde_json::Value {
 fn print_text(summary: &ImportSummary, database: &str) {
     let totals = summary.totals();
     println!("database       {database}");
+    for place in &summary.places {
+        let found = if place.exists {
+            format!(
+                "{} new or changed, {} unchanged ({} file(s) not read)",
+                place.units, place.unchanged_units, place.unchanged_files
+            )
+        } else {
+            "nothing there".to_owned()
+        };
+        println!(
+            "{:<14} {} (from {}): {found}",
+            place.harness,
+            place.path.display(),
+            place.from
+        );
+    }
     println!(
-        "imported       {} file(s), {} frame(s): {} session(s), {} turn(s), {} message(s), {} subagent row(s)",
+        "imported       {} unit(s), {} line(s): {} session(s), {} turn(s), {} message(s), {} subagent row(s), {} usage row(s)",
         totals.files,
         totals.frames,
         totals.sessions,
         totals.turns,
         totals.messages,
-        totals.subagent_rows
+        totals.subagent_rows,
+        totals.usage_rows
     );
+    for note in summary.files.iter().flat_map(|f| &f.notes) {
+        println!("note           {note}");
+    }
     let c = totals.counters;
     println!(
         "subagent writer attempted {}, persisted {}, skipped (no identity) {}, failed {}, anomalous values {}, unknown execution {}",

@@ -2,15 +2,20 @@
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
 mod demo;
+mod gen_history;
 mod health;
 mod import;
+mod look;
 mod migrate;
 mod output;
 mod proxy;
 mod replay;
 mod report;
 mod serve;
+mod sessions;
+mod show;
 mod snapshot;
+mod web;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -45,10 +50,17 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
     Proxy(proxy::ProxyArgs),
-    /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
+    /// Read-only web UI (sessions, trees, timelines, report; live) and /metrics, on loopback.
     Serve(serve::ServeArgs),
+    /// List sessions, newest first: harness, task, turns, subagents, tokens, cost, source.
+    Sessions(sessions::SessionsArgs),
+    /// One session as a tree of turns and subagent invocations, with usage, cost and a timeline.
+    Show(show::ShowArgs),
     /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
     Import(import::ImportArgs),
+    /// Write a synthetic Claude Code history (the import bench's input).
+    #[command(hide = true)]
+    GenClaudeHistory(gen_history::GenHistoryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -99,6 +111,11 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         Command::Proxy(args) => proxy::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Import(args) => import::run(args).await,
+        Command::GenClaudeHistory(args) => {
+            gen_history::run(&args).map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Command::Sessions(args) => sessions::run(args).await,
+        Command::Show(args) => show::run(args).await,
     }
 }
 

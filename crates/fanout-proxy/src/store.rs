@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fanout_store::{
-    MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord, TurnRecord, WriteOp,
+    ImportFileRecord, MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord,
+    TurnRecord, UsageRecord, WriteOp,
 };
 use tokio::sync::watch;
 
@@ -249,6 +250,19 @@ impl Store for ResilientStore {
         self.with_store(
             Op::Write,
             |s| async move { s.upsert_subagent(record).await },
+        )
+        .await
+    }
+
+    async fn upsert_usage(&self, record: &UsageRecord) -> Result<(), StoreError> {
+        self.with_store(Op::Write, |s| async move { s.upsert_usage(record).await })
+            .await
+    }
+
+    async fn upsert_import_file(&self, record: &ImportFileRecord) -> Result<(), StoreError> {
+        self.with_store(
+            Op::Write,
+            |s| async move { s.upsert_import_file(record).await },
         )
         .await
     }

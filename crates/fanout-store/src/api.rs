@@ -3,7 +3,10 @@
 use async_trait::async_trait;
 
 use crate::error::StoreError;
-use crate::model::{MessageRecord, SessionRecord, SubagentRecord, TranscriptMark, TurnRecord};
+use crate::model::{
+    ImportFileRecord, MessageRecord, SessionRecord, SubagentRecord, TranscriptMark, TurnRecord,
+    UsageRecord,
+};
 
 /// The write side of a store: the upserts capture and import drive. [`crate::SqlStore`]
 /// implements it on both engines; a wrapper (the proxy's store that may be missing, a
@@ -22,6 +25,13 @@ pub trait Store: Send + Sync {
     async fn upsert_message(&self, message: &MessageRecord) -> Result<(), StoreError>;
     /// The one-statement merge of AC-1…AC-16, AC-30…AC-32.
     async fn upsert_subagent(&self, record: &SubagentRecord) -> Result<(), StoreError>;
+    /// The one-statement usage-ledger merge of DESIGN 4.1 (one row per model response).
+    async fn upsert_usage(&self, record: &UsageRecord) -> Result<(), StoreError>;
+    /// What `fanout import` knows of one source file (`import_files`, DESIGN 3.7); the
+    /// latest state replaces the stored one. An importer puts it in the same
+    /// [`Store::write_batch`] as the rows read from the file, so a killed import never
+    /// records an offset past what it committed.
+    async fn upsert_import_file(&self, record: &ImportFileRecord) -> Result<(), StoreError>;
     /// Group commit: runs `ops` in order, each through the same one statement as its
     /// single-record method above (the merge rules unchanged, no read-then-write), on
     /// ONE writer connection inside ONE transaction. All of them commit or none does:
@@ -36,15 +46,19 @@ pub trait Store: Send + Sync {
 /// One record of a [`Store::write_batch`].
 #[derive(Clone, Copy, Debug)]
 pub enum WriteOp<'a> {
-    /// As [`Store::upsert_session`].
+    /// [`Store::upsert_session`].
     Session(&'a SessionRecord),
-    /// As [`Store::upsert_turn`].
+    /// [`Store::upsert_turn`].
     Turn(&'a TurnRecord),
-    /// As [`Store::upsert_message`].
+    /// [`Store::upsert_message`].
     Message(&'a MessageRecord),
-    /// As [`Store::upsert_subagent`].
+    /// [`Store::upsert_subagent`].
     Subagent(&'a SubagentRecord),
     /// How far a transcript is applied; only ever part of a batch, so it commits with
     /// the writes it covers.
     TranscriptMark(&'a TranscriptMark),
+    /// [`Store::upsert_usage`].
+    Usage(&'a UsageRecord),
+    /// [`Store::upsert_import_file`].
+    ImportFile(&'a ImportFileRecord),
 }

@@ -60,5 +60,8 @@ pub(crate) async fn counts(reader: Reader<'_>) -> Result<TableCounts, StoreError
             .await?,
         subagents_live: reader.count(OP, by_source, &[Some("live")]).await?,
         subagents_backfill: reader.count(OP, by_source, &[Some("backfill")]).await?,
+        subagents_import: reader.count(OP, by_source, &[Some("import")]).await?,
+        usage: reader.count(OP, &all("task_session_usage"), &[]).await?,
+        import_files: reader.count(OP, &all("import_files"), &[]).await?,
     })
 }

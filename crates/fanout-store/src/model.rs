@@ -27,21 +27,27 @@ impl std::fmt::Display for Engine {
 }
 
 /// Where a subagent row came from (AC-25 provenance).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
-    /// Written by capture from an observed (or imported) frame.
+    /// Captured from ACP traffic: live behind the proxy, or replayed from the proxy's
+    /// own transcript (the same frames, so the same rows).
+    #[default]
     Live,
-    /// Written by the backfill from a pre-existing tool-call message (AC-21).
+    /// Reconstructed by the backfill from tool-call messages (AC-21).
     Backfill,
+    /// Read from a harness's own history (Claude Code logs, Codex rollouts) by
+    /// `fanout import` (DESIGN 3.7, 8: `live` / `import`).
+    Import,
 }
 
 impl Source {
-    /// The text stored in the `source` column.
+    /// The text stored in `task_session_subagents.source`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Source::Live => "live",
             Source::Backfill => "backfill",
+            Source::Import => "import",
         }
     }
 
@@ -49,6 +55,41 @@ impl Source {
         match text {
             "live" => Some(Source::Live),
             "backfill" => Some(Source::Backfill),
+            "import" => Some(Source::Import),
+            _ => None,
+        }
+    }
+}
+
+/// Where a usage-ledger row came from (`task_session_usage.source`, DESIGN 4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum UsageSource {
+    /// A Claude Code session log (`projects/…/<session>.jsonl` and its subagent logs).
+    #[serde(rename = "claude-log")]
+    ClaudeLog,
+    /// A Codex rollout file (`sessions/YYYY/MM/DD/rollout-*.jsonl`).
+    #[serde(rename = "codex-rollout")]
+    CodexRollout,
+    /// ACP traffic (usage reported on the wire).
+    #[serde(rename = "acp")]
+    Acp,
+}
+
+impl UsageSource {
+    /// The text stored in `task_session_usage.source`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            UsageSource::ClaudeLog => "claude-log",
+            UsageSource::CodexRollout => "codex-rollout",
+            UsageSource::Acp => "acp",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "claude-log" => Some(UsageSource::ClaudeLog),
+            "codex-rollout" => Some(UsageSource::CodexRollout),
+            "acp" => Some(UsageSource::Acp),
             _ => None,
         }
     }
@@ -179,6 +220,8 @@ pub struct SubagentRecord {
     pub observed_at: Option<Timestamp>,
     /// Set by the writer iff `tool_status` is terminal; the store keeps the first one.
     pub settled_at: Option<Timestamp>,
+    /// Provenance, written once by the row's first writer ([`Source::Live`] by default).
+    pub source: Source,
 }
 
 /// One stored subagent row.
@@ -230,6 +273,106 @@ pub struct SubagentRow {
     pub updated_at: Timestamp,
 }
 
+/// The token figures of one model response, each as the source reported it: `None` is
+/// "not reported" (stored NULL, never 0). All five are disjoint, so a response's tokens
+/// are their sum and a cost is each figure times its price (DESIGN 4.1a):
+/// `input_tokens` excludes the cached input read and written (Anthropic's meaning; a
+/// Codex `input_tokens`, which includes the cached part, is stored minus it), and
+/// `output_tokens` excludes the reasoning tokens counted in `reasoning_tokens` (a Codex
+/// `output_tokens` is stored minus its reasoning part; Claude reports no reasoning
+/// figure, so its output includes any thinking and `reasoning_tokens` is NULL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TokenCounts {
+    /// Uncached input tokens.
+    pub input_tokens: Option<i64>,
+    /// Output tokens, reasoning excluded.
+    pub output_tokens: Option<i64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_tokens: Option<i64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: Option<i64>,
+    /// Reasoning (thinking) output tokens, where the source reports them apart.
+    pub reasoning_tokens: Option<i64>,
+}
+
+/// One model response for the usage ledger (`task_session_usage`, DESIGN 4.1), to be
+/// merged by its one upsert: per token field the larger of stored and new (a NULL never
+/// replaces), `model` and `turn_id` the first non-NULL, `subagent_tool_call_id` written
+/// once by the row's first writer (NULL included). Negative token figures are stored as
+/// NULL; `''` texts as NULL; a missing execution as `'unknown'`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRecord {
+    /// The `task_sessions.id` of the session whose agents made the call.
+    pub task_session_id: String,
+    /// The session's task.
+    pub task_id: String,
+    /// The turn open when the response was made; never created for it.
+    pub turn_id: Option<String>,
+    /// The `tool_call_id` of the subagent invocation whose context made the call;
+    /// `None` = the session's own agent.
+    pub subagent_tool_call_id: Option<String>,
+    /// `None` or empty is stored as [`UNKNOWN_EXECUTION`].
+    pub agent_execution_id: Option<String>,
+    /// The provider's response id (Anthropic `message.id`, OpenAI `response_id`).
+    pub response_id: String,
+    /// The model that answered, as the source names it.
+    pub model: Option<String>,
+    /// The response's token figures.
+    pub tokens: TokenCounts,
+    /// Where the figures were read.
+    pub source: UsageSource,
+    /// When the response was made (the record's timestamp).
+    pub observed_at: Timestamp,
+}
+
+/// One stored usage-ledger row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UsageRow {
+    /// Deterministic from session and response id ([`crate::usage_row_id`]).
+    pub id: String,
+    /// The session's row id.
+    pub task_session_id: String,
+    /// The session's task.
+    pub task_id: String,
+    /// The turn open when the response was made (first non-NULL).
+    pub turn_id: Option<String>,
+    /// The invocation whose context made the call; `None` = the session's own agent.
+    pub subagent_tool_call_id: Option<String>,
+    /// The execution, `'unknown'` when none was known.
+    pub agent_execution_id: String,
+    /// The provider's response id.
+    pub response_id: String,
+    /// The model (first non-NULL).
+    pub model: Option<String>,
+    /// The merged token figures.
+    #[serde(flatten)]
+    pub tokens: TokenCounts,
+    /// Where the first writer read the figures.
+    pub source: UsageSource,
+    /// Written once: the observation of the row's first writer.
+    pub observed_at: Timestamp,
+    /// The latest observation merged into the row.
+    pub updated_at: Timestamp,
+}
+
+/// What `fanout import` knows of one source file (`import_files`, DESIGN 3.7): enough
+/// to skip it unchanged, resume it appended and read it again rewritten.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ImportFileRecord {
+    /// The file's path as the import walked it.
+    pub path: String,
+    /// Its size in bytes when it was read.
+    pub size: i64,
+    /// Its modification time when it was read, in nanoseconds since the Unix epoch.
+    pub mtime: i64,
+    /// The SHA-256 of its first 4 KiB (or of the whole file when shorter), lowercase hex.
+    pub head_sha256: String,
+    /// The byte offset just past the last complete line read (`<= size`).
+    pub offset: i64,
+    /// When this state was written (replaced by every write).
+    pub imported_at: Timestamp,
+}
+
 /// The terminal tool statuses (AC-11) are ACP's vocabulary and fanout-acp owns the one
 /// definition (DESIGN 3.4); the store re-exports it and builds its backfill SQL from it.
 pub use fanout_acp::{TERMINAL_TOOL_STATUSES, is_terminal_tool_status};
@@ -249,6 +392,12 @@ pub struct TableCounts {
     pub subagents_live: i64,
     /// Of those, written by the backfill.
     pub subagents_backfill: i64,
+    /// Subagent rows read from harness histories (`source = 'import'`).
+    pub subagents_import: i64,
+    /// Usage-ledger rows (one per model response).
+    pub usage: i64,
+    /// Source files `fanout import` keeps state for.
+    pub import_files: i64,
 }
 
 /// The two activation keys of AC-24, as stored (the value of `backfill_through` may be `''`).

@@ -1,15 +1,15 @@
-//! Reads of stored subagent rows, in AC-13 order.
+//! Reads of stored subagent rows, in AC-13 order, and of `import_files`.
 
 use crate::error::StoreError;
 use crate::exec::Reader;
-use crate::model::{Source, SubagentRow};
+use crate::model::{ImportFileRecord, Source, SubagentRow};
 use crate::sql;
 use fanout_types::Timestamp;
 
 /// A `task_session_subagents` row as [`sql::select_subagents`] returns it on either
 /// engine: timestamps as canonical text, `is_async` and `source` as stored.
 #[derive(sqlx::FromRow)]
-struct RawSubagentRow {
+pub(crate) struct RawSubagentRow {
     id: String,
     task_session_id: String,
     task_id: String,
@@ -88,4 +88,40 @@ pub(crate) async fn subagents_where(
     let statement = sql::select_subagents(reader.engine(), filter_column);
     let rows: Vec<RawSubagentRow> = reader.fetch_all(op, &statement, &[Some(value)]).await?;
     rows.into_iter().map(SubagentRow::try_from).collect()
+}
+
+/// An `import_files` row as [`sql::select_import_files`] returns it.
+#[derive(sqlx::FromRow)]
+struct RawImportFile {
+    path: String,
+    size: i64,
+    mtime: i64,
+    head_sha256: String,
+    byte_offset: i64,
+    imported_at: String,
+}
+
+/// Every `import_files` row, by path.
+pub(crate) async fn import_files(reader: Reader<'_>) -> Result<Vec<ImportFileRecord>, StoreError> {
+    let statement = sql::select_import_files(reader.engine());
+    let rows: Vec<RawImportFile> = reader
+        .fetch_all("import files read", &statement, &[])
+        .await?;
+    rows.into_iter()
+        .map(|raw| {
+            Ok(ImportFileRecord {
+                imported_at: Timestamp::parse(&raw.imported_at).map_err(|cause| {
+                    StoreError::BadTimestamp {
+                        what: "import_files.imported_at".to_owned(),
+                        cause,
+                    }
+                })?,
+                path: raw.path,
+                size: raw.size,
+                mtime: raw.mtime,
+                head_sha256: raw.head_sha256,
+                offset: raw.byte_offset,
+            })
+        })
+        .collect()
 }

@@ -9,7 +9,9 @@
 use crate::model::{Engine, TERMINAL_TOOL_STATUSES};
 
 /// The schema version this build writes; a database with a higher one is refused.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+/// 2: the usage ledger `task_session_usage`, `import_files` and `transcript_applied` (created by the same
+/// idempotent DDL on a version-1 database at its next writing open).
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 pub(crate) const KEY_SCHEMA_VERSION: &str = "schema_version";
 pub(crate) const KEY_CAPTURE_SINCE: &str = "subagent_context_capture_since";
@@ -55,8 +57,56 @@ const FILL_FORWARD_COLUMNS: [&str; 10] = [
     "duration_ms",
 ];
 
+/// The columns of `task_session_usage`, in insert order.
+pub(crate) const USAGE_COLUMNS: [&str; 16] = [
+    "id",
+    "task_session_id",
+    "task_id",
+    "turn_id",
+    "subagent_tool_call_id",
+    "agent_execution_id",
+    "response_id",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
+    "source",
+    "observed_at",
+    "updated_at",
+];
+
+/// The token columns of `task_session_usage`: each merges as the larger of stored and new.
+pub(crate) const USAGE_TOKEN_COLUMNS: [&str; 5] = [
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_tokens",
+    "cache_read_tokens",
+    "reasoning_tokens",
+];
+
+/// The columns of `import_files`, in insert order.
+pub(crate) const IMPORT_FILE_COLUMNS: [&str; 6] = [
+    "path",
+    "size",
+    "mtime",
+    "head_sha256",
+    "offset",
+    "imported_at",
+];
+
 /// The SQL differences between the engines, in one place.
 impl Engine {
+    /// The larger of two nullable values, a NULL never winning over a value (SQLite's
+    /// two-argument `MAX` is NULL when either is; PostgreSQL's `GREATEST` skips NULLs).
+    fn greatest_non_null(self, a: &str, b: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("MAX(COALESCE({a}, {b}), COALESCE({b}, {a}))"),
+            Engine::Postgres => format!("GREATEST({a}, {b})"),
+        }
+    }
+
     fn ts_type(self) -> &'static str {
         match self {
             Engine::Sqlite => "TEXT",
@@ -247,6 +297,40 @@ pub(crate) fn schema(e: Engine) -> Vec<String> {
                 updated_at {ts} NOT NULL
             )"
         ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS task_session_usage (
+                id TEXT PRIMARY KEY,
+                task_session_id TEXT NOT NULL REFERENCES task_sessions(id) ON DELETE CASCADE,
+                task_id TEXT NOT NULL,
+                turn_id TEXT,
+                subagent_tool_call_id TEXT,
+                agent_execution_id TEXT NOT NULL DEFAULT 'unknown',
+                response_id TEXT NOT NULL,
+                model TEXT,
+                input_tokens {int},
+                output_tokens {int},
+                cache_creation_tokens {int},
+                cache_read_tokens {int},
+                reasoning_tokens {int},
+                source TEXT NOT NULL,
+                observed_at {ts} NOT NULL,
+                updated_at {ts} NOT NULL,
+                UNIQUE (task_session_id, response_id)
+            )"
+        ),
+        "CREATE INDEX IF NOT EXISTS idx_usage_session_id ON task_session_usage(task_session_id)".to_owned(),
+        "CREATE INDEX IF NOT EXISTS idx_usage_subagent_tool_call_id ON task_session_usage(subagent_tool_call_id)".to_owned(),
+        // `offset` is quoted: it is a reserved word in PostgreSQL.
+        format!(
+            "CREATE TABLE IF NOT EXISTS import_files (
+                path TEXT PRIMARY KEY,
+                size {int} NOT NULL,
+                mtime {int} NOT NULL,
+                head_sha256 TEXT NOT NULL,
+                \"offset\" {int} NOT NULL,
+                imported_at {ts} NOT NULL
+            )"
+        ),
     ]
 }
 
@@ -256,7 +340,8 @@ pub(crate) fn schema(e: Engine) -> Vec<String> {
 /// `ON CONFLICT` on the conflict target only, so two statements inserting the same new
 /// key at once can both find no conflict there, and the later one then fails on the
 /// primary key. See [`crate::exec::retry_lost_insert_race`].
-pub(crate) const NON_ARBITER_UNIQUE_INDEXES: [&str; 1] = ["task_session_subagents_pkey"];
+pub(crate) const NON_ARBITER_UNIQUE_INDEXES: [&str; 2] =
+    ["task_session_subagents_pkey", "task_session_usage_pkey"];
 
 /// The one subagent merge statement (AC-14): every rule lives in the conflict clause,
 /// and every SET expression reads the pre-update row, so a first terminal frame sets
@@ -299,6 +384,65 @@ pub(crate) fn upsert_subagent_from(e: Engine, first: usize) -> String {
     )
 }
 
+/// The one usage-ledger merge statement (DESIGN 4.1): every rule lives in the conflict
+/// clause. Per token field the larger of stored and new, a NULL never replacing; `model`
+/// and `turn_id` the first non-NULL; `updated_at` the latest observation. Not listed,
+/// so written once by the row's first writer: `id`, `task_id`, `agent_execution_id`,
+/// `source`, `observed_at` and the attribution `subagent_tool_call_id`, NULL included
+/// (a replay of a parent response in a side-question log can neither count it twice
+/// nor move it).
+pub(crate) fn upsert_usage(e: Engine) -> String {
+    let t = "task_session_usage";
+    let mut sets = vec![
+        format!("turn_id = COALESCE({t}.turn_id, excluded.turn_id)"),
+        format!("model = COALESCE({t}.model, excluded.model)"),
+    ];
+    sets.extend(USAGE_TOKEN_COLUMNS.iter().map(|c| {
+        format!(
+            "{c} = {}",
+            e.greatest_non_null(&format!("{t}.{c}"), &format!("excluded.{c}"))
+        )
+    }));
+    sets.push(format!(
+        "updated_at = CASE WHEN excluded.updated_at > {t}.updated_at THEN excluded.updated_at ELSE {t}.updated_at END"
+    ));
+    format!(
+        "INSERT INTO {t} ({}) VALUES ({}) \
+         ON CONFLICT (task_session_id, response_id) DO UPDATE SET {}",
+        USAGE_COLUMNS.join(", "),
+        placeholders(e, &USAGE_COLUMNS, 1),
+        sets.join(", ")
+    )
+}
+
+/// What `fanout import` knows of one file: the latest state replaces the stored one.
+pub(crate) fn upsert_import_file(e: Engine) -> String {
+    let quoted: Vec<String> = IMPORT_FILE_COLUMNS.iter().map(|c| quote(c)).collect();
+    let sets: Vec<String> = quoted[1..]
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "INSERT INTO import_files ({}) VALUES ({}) ON CONFLICT (path) DO UPDATE SET {}",
+        quoted.join(", "),
+        placeholders(e, &IMPORT_FILE_COLUMNS, 1),
+        sets.join(", ")
+    )
+}
+
+/// Every `import_files` row, by path.
+pub(crate) fn select_import_files(e: Engine) -> String {
+    format!(
+        "SELECT path, size, mtime, head_sha256, \"offset\" AS byte_offset, {} AS imported_at FROM import_files ORDER BY path",
+        e.ts_out("imported_at")
+    )
+}
+
+/// A column name, double-quoted (both engines accept it; `offset` needs it).
+fn quote(column: &str) -> String {
+    format!("\"{column}\"")
+}
+
 pub(crate) fn upsert_session(e: Engine) -> String {
     format!(
         "INSERT INTO task_sessions (id, task_id, acp_session_id, agent_execution_id, agent_command, cwd, started_at, completed_at, updated_at)
@@ -309,7 +453,7 @@ pub(crate) fn upsert_session(e: Engine) -> String {
            agent_command = COALESCE(excluded.agent_command, task_sessions.agent_command),
            cwd = COALESCE(excluded.cwd, task_sessions.cwd),
            completed_at = COALESCE(excluded.completed_at, task_sessions.completed_at),
-           updated_at = excluded.updated_at",
+           updated_at = CASE WHEN excluded.updated_at > task_sessions.updated_at THEN excluded.updated_at ELSE task_sessions.updated_at END",
         e.ts_param(7),
         e.ts_param(8),
         e.ts_param(9)
@@ -323,7 +467,7 @@ pub(crate) fn upsert_turn(e: Engine) -> String {
          ON CONFLICT (id) DO UPDATE SET
            completed_at = COALESCE(task_session_turns.completed_at, excluded.completed_at),
            stop_reason = COALESCE(task_session_turns.stop_reason, excluded.stop_reason),
-           updated_at = excluded.updated_at",
+           updated_at = CASE WHEN excluded.updated_at > task_session_turns.updated_at THEN excluded.updated_at ELSE task_session_turns.updated_at END",
         e.ts_param(4),
         e.ts_param(5),
         e.ts_param(7)
@@ -391,8 +535,9 @@ pub(crate) fn upsert_message_then_subagent(e: Engine) -> String {
     )
 }
 
-pub(crate) fn select_subagents(e: Engine, filter_column: &str) -> String {
-    let cols = SUBAGENT_COLUMNS
+/// `columns` as a select list, timestamps rendered canonically under their own names.
+pub(crate) fn select_list(e: Engine, columns: &[&str]) -> String {
+    columns
         .iter()
         .map(|c| {
             if c.ends_with("_at") {
@@ -402,7 +547,11 @@ pub(crate) fn select_subagents(e: Engine, filter_column: &str) -> String {
             }
         })
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(", ")
+}
+
+pub(crate) fn select_subagents(e: Engine, filter_column: &str) -> String {
+    let cols = select_list(e, &SUBAGENT_COLUMNS);
     format!(
         "SELECT {cols} FROM task_session_subagents WHERE {filter_column} = $1 \
          ORDER BY observed_at, tool_call_id, agent_execution_id"

@@ -5,11 +5,14 @@
 use async_trait::async_trait;
 
 use crate::api::{Store, WriteOp};
+use crate::cost::UsageCell;
 use crate::error::{StoreError, redact_url};
 use crate::exec::Pools;
 use crate::model::*;
 use crate::open::{self, OpenOptions};
+use crate::read_sessions::{self, SessionFilter, SessionRow, TurnRow};
 use crate::report::{self, FanoutReport, ReportScope};
+use crate::usage::{self, InvocationUsage, SessionUsage, UsageGroup, UsageGrouping};
 use crate::write::{self, Statements};
 use crate::{health, migrate, read, sql};
 
@@ -142,6 +145,81 @@ impl SqlStore {
         .await
     }
 
+    /// The usage-ledger rows of one session, by `observed_at` then `response_id`.
+    pub async fn usage_rows(&self, session_id: &str) -> Result<Vec<UsageRow>, StoreError> {
+        usage::usage_rows(self.pools.reader(), session_id).await
+    }
+
+    /// Usage totals per turn, model or task over the ledger rows in `scope` (the NULL
+    /// group first, then by key).
+    pub async fn usage_by(
+        &self,
+        scope: &ReportScope,
+        grouping: UsageGrouping,
+    ) -> Result<Vec<UsageGroup>, StoreError> {
+        usage::usage_by(self.pools.reader(), scope, grouping).await
+    }
+
+    /// Usage per session in `scope`: its own agent's, its subagents' and both together.
+    pub async fn usage_by_session(
+        &self,
+        scope: &ReportScope,
+    ) -> Result<Vec<SessionUsage>, StoreError> {
+        usage::usage_by_session(self.pools.reader(), scope).await
+    }
+
+    /// Usage per subagent invocation in `scope`: its own and with every invocation
+    /// nested under it (DESIGN 4.1a roll-ups: each response counted once).
+    pub async fn usage_by_invocation(
+        &self,
+        scope: &ReportScope,
+    ) -> Result<Vec<InvocationUsage>, StoreError> {
+        usage::usage_by_invocation(self.pools.reader(), scope).await
+    }
+
+    /// The sessions `filter` selects, newest first, with their turn counts.
+    pub async fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRow>, StoreError> {
+        read_sessions::sessions(self.pools.reader(), filter).await
+    }
+
+    /// The session ids `text` names: the exact id, else ids it prefixes, else sessions
+    /// whose harness id (`acp_session_id`) is it or starts with it. Several: ambiguous.
+    pub async fn session_ids_matching(&self, text: &str) -> Result<Vec<String>, StoreError> {
+        read_sessions::session_ids_matching(self.pools.reader(), text).await
+    }
+
+    /// The turns of one session, by start.
+    pub async fn turns_of(&self, session_id: &str) -> Result<Vec<TurnRow>, StoreError> {
+        read_sessions::turns_of(self.pools.reader(), session_id).await
+    }
+
+    /// The subagent rows in `scope` (a window selects by `observed_at`).
+    pub async fn subagents_in(&self, scope: &ReportScope) -> Result<Vec<SubagentRow>, StoreError> {
+        read_sessions::subagents_in(self.pools.reader(), scope).await
+    }
+
+    /// The ledger in `scope` summed per session, turn, attribution and model: what
+    /// cost is computed from (one model per cell, so each cell is priced exactly).
+    pub async fn usage_cells(&self, scope: &ReportScope) -> Result<Vec<UsageCell>, StoreError> {
+        read_sessions::usage_cells(self.pools.reader(), scope).await
+    }
+
+    /// A text that changes whenever sessions, turns, subagent rows or the ledger change
+    /// (live views compare it instead of watching files).
+    pub async fn change_marker(&self) -> Result<String, StoreError> {
+        read_sessions::change_marker(self.pools.reader()).await
+    }
+
+    /// Everything `fanout import` knows of the files it read (`import_files`), by path.
+    pub async fn import_files(&self) -> Result<Vec<ImportFileRecord>, StoreError> {
+        read::import_files(self.pools.reader()).await
+    }
+
+    /// The usage-ledger merge statement this store runs (for benchmarks and operators).
+    pub fn usage_upsert_statement(&self) -> &str {
+        &self.statements.upsert_usage
+    }
+
     /// Runs the named migration steps (the backfill); failures are WARN, never errors
     /// (AC-20).
     pub async fn run_migrations(&self) -> Vec<StepOutcome> {
@@ -188,6 +266,14 @@ impl Store for SqlStore {
 
     async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
         write::upsert_subagent(&self.pools, &self.statements, r).await
+    }
+
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        write::upsert_usage(&self.pools, &self.statements, u).await
+    }
+
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        write::upsert_import_file(&self.pools, &self.statements, f).await
     }
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {

@@ -65,6 +65,18 @@ impl TestDb {
         })
     }
 
+    /// Another fresh, empty database on the same engine as this one (a test that
+    /// imports several fixtures into separate stores on the engine it was given).
+    pub async fn fresh_like(&self) -> TestDb {
+        if self.url.starts_with("sqlite:") {
+            TestDb::sqlite()
+        } else {
+            TestDb::postgres()
+                .await
+                .expect("a PostgreSQL test database exists, so the server is configured")
+        }
+    }
+
     /// Opens a writing store on it (creating the schema, running the migrations).
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
         SqlStore::open(&self.url).await
@@ -282,5 +294,19 @@ pub mod bench {
             .execute(pool)
             .await
             .map(drop)
+    }
+}
+
+/// Copies a folder tree (a fixture) into `to`, creating it.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the copy's folder");
+    for entry in std::fs::read_dir(from).expect("read the fixture folder") {
+        let entry = entry.expect("a fixture entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("its type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a fixture file");
+        }
     }
 }

@@ -24,6 +24,16 @@ pub fn subagent_row_id(
     Uuid::new_v5(&SUBAGENT_ID_NAMESPACE, name.as_bytes()).to_string()
 }
 
+/// Namespace for deterministic usage-ledger row ids (UUID v5).
+const USAGE_ID_NAMESPACE: Uuid = Uuid::from_u128(0x1b7e_94c2_5d3a_4f86_a0e1_c8f2_6d59_0b47);
+
+/// The deterministic id of a usage-ledger row: (session row id, response id), the
+/// session length-prefixed so no two pairs collide. Re-import never duplicates.
+pub fn usage_row_id(task_session_id: &str, response_id: &str) -> String {
+    let name = format!("{}:{task_session_id}{response_id}", task_session_id.len());
+    Uuid::new_v5(&USAGE_ID_NAMESPACE, name.as_bytes()).to_string()
+}
+
 /// The hot-path statements, generated once per store (they are also sqlx's
 /// prepared-statement cache keys).
 pub(crate) struct Statements {
@@ -31,6 +41,8 @@ pub(crate) struct Statements {
     upsert_turn: String,
     upsert_message: String,
     pub(crate) upsert_subagent: String,
+    pub(crate) upsert_usage: String,
+    upsert_import_file: String,
     /// SQLite only (see [`sql::upsert_message_then_subagent`]).
     message_then_subagent: Option<String>,
     upsert_transcript_mark: String,
@@ -44,6 +56,8 @@ impl Statements {
             upsert_turn: sql::upsert_turn(e),
             upsert_message: sql::upsert_message(e),
             upsert_subagent: sql::upsert_subagent(e),
+            upsert_usage: sql::upsert_usage(e),
+            upsert_import_file: sql::upsert_import_file(e),
             message_then_subagent: (e == Engine::Sqlite)
                 .then(|| sql::upsert_message_then_subagent(e)),
             upsert_transcript_mark: sql::upsert_transcript_mark(e),
@@ -152,11 +166,55 @@ macro_rules! bind_subagent {
             .bind(metric(r.total_tokens, true))
             .bind(metric(r.tool_use_count, false))
             .bind(metric(r.duration_ms, true))
-            .bind(Source::Live.as_str())
+            .bind(r.source.as_str())
             .bind(&b.observed_at)
             .bind(&b.settled_at)
             .bind(&b.updated_at)
     }};
+}
+
+/// Appends the binds of [`sql::upsert_usage`] to `$query`.
+macro_rules! bind_usage {
+    ($query:expr, $u:expr) => {{
+        let u: &UsageRecord = $u;
+        let observed_at = u.observed_at.canonical();
+        $query
+            .bind(usage_row_id(&u.task_session_id, &u.response_id))
+            .bind(&u.task_session_id)
+            .bind(&u.task_id)
+            .bind(non_empty(&u.turn_id))
+            .bind(non_empty(&u.subagent_tool_call_id))
+            .bind(non_empty(&u.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION))
+            .bind(&u.response_id)
+            .bind(non_empty(&u.model))
+            .bind(tokens(u.tokens.input_tokens))
+            .bind(tokens(u.tokens.output_tokens))
+            .bind(tokens(u.tokens.cache_creation_tokens))
+            .bind(tokens(u.tokens.cache_read_tokens))
+            .bind(tokens(u.tokens.reasoning_tokens))
+            .bind(u.source.as_str())
+            .bind(observed_at.clone())
+            .bind(observed_at)
+    }};
+}
+
+/// Appends the binds of [`sql::upsert_import_file`] to `$query`.
+macro_rules! bind_import_file {
+    ($query:expr, $f:expr) => {{
+        let f: &ImportFileRecord = $f;
+        $query
+            .bind(&f.path)
+            .bind(f.size)
+            .bind(f.mtime)
+            .bind(&f.head_sha256)
+            .bind(f.offset)
+            .bind(f.imported_at.canonical())
+    }};
+}
+
+/// A token figure as the ledger stores it: negative is NULL; 0 is a report.
+fn tokens(value: Option<i64>) -> Option<i64> {
+    value.filter(|v| *v >= 0)
 }
 
 fn non_empty(value: &Option<String>) -> Option<&str> {
@@ -219,6 +277,33 @@ pub(crate) async fn upsert_subagent(
             .map_err(StoreError::query("subagent upsert")))
     })
     .await
+}
+
+pub(crate) async fn upsert_usage(
+    pools: &Pools,
+    st: &Statements,
+    u: &UsageRecord,
+) -> Result<(), StoreError> {
+    retry_lost_insert_race(|| async {
+        with_writer!(pools, pool => bind_usage!(sqlx::query(&st.upsert_usage), u)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(StoreError::query("usage upsert")))
+    })
+    .await
+}
+
+pub(crate) async fn upsert_import_file(
+    pools: &Pools,
+    st: &Statements,
+    f: &ImportFileRecord,
+) -> Result<(), StoreError> {
+    with_writer!(pools, pool => bind_import_file!(sqlx::query(&st.upsert_import_file), f)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::query("import file upsert")))
 }
 
 /// One acquire of the writer connection, `BEGIN` ([`sql::begin_write`]: on SQLite
@@ -296,6 +381,16 @@ async fn write_batch_once(
                     .execute(&mut *tx)
                     .await
                     .map_err(StoreError::query("transcript mark upsert"))?,
+                WriteOp::Usage(u) => bind_usage!(sqlx::query(&st.upsert_usage), u)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("usage upsert"))?,
+                WriteOp::ImportFile(f) => {
+                    bind_import_file!(sqlx::query(&st.upsert_import_file), f)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(StoreError::query("import file upsert"))?
+                }
             };
             i += 1;
         }

@@ -57,6 +57,7 @@ fn subagent(tool_call_id: &str, session: &str) -> SubagentRecord {
         duration_ms: Some(678),
         observed_at: Some(at(3)),
         settled_at: Some(at(4)),
+        source: fanout_store::Source::Live,
     }
 }
 

@@ -332,6 +332,7 @@ async fn turns_before_backfill_through_without_live_rows_have_unknown_fanout(db:
     turn(&store, "old-silent", "s1", "task-1", 1).await; // no rows at all
     turn(&store, "old-backfilled", "s1", "task-1", 2).await; // two backfilled rows
     turn(&store, "old-imported", "s1", "task-1", 3).await; // a live row (import)
+    turn(&store, "old-native", "s1", "task-1", 3).await; // a row read from a history
     subagent_message(&store, "b1", "old-backfilled", 20).await;
     subagent_message(&store, "b2", "old-backfilled", 30).await;
     backfill(&store).await;
@@ -340,7 +341,17 @@ async fn turns_before_backfill_through_without_live_rows_have_unknown_fanout(db:
         activation.backfill_through.as_deref(),
         Some(at(30).canonical().as_str())
     );
-    write(&store, [live("imported", Some("old-imported"), 4)]).await;
+    write(
+        &store,
+        [
+            live("imported", Some("old-imported"), 4),
+            SubagentRecord {
+                source: fanout_store::Source::Import,
+                ..live("native", Some("old-native"), 4)
+            },
+        ],
+    )
+    .await;
     // After it: silent turns are real zeros (live capture, import, or the quiet gap
     // between the last backfilled message and activation).
     turn(&store, "after-silent", "s1", "task-1", 40).await;
@@ -361,12 +372,22 @@ async fn turns_before_backfill_through_without_live_rows_have_unknown_fanout(db:
     assert_eq!(unknown.turns, 2, "old-silent and old-backfilled");
     assert_eq!(unknown.turns_with_backfill_rows, 1);
     assert_eq!(unknown.backfill_rows, 2, "a lower bound, not a count");
-    // Known: old-imported (1), after-silent (0), at-the-instant (0), after-busy (2).
-    assert_eq!(buckets(&r), vec![(0, 2), (1, 1), (2, 1)]);
-    assert_eq!(r.turns.turns, 6);
-    assert_eq!(r.turns.known_turns, 4);
-    assert_eq!(r.turns.subagents_in_known_turns, 3);
-    assert_eq!(r.turns.mean_per_known_turn, Some(0.75));
+    // Known: old-imported (1), old-native (1), after-silent (0), at-the-instant (0),
+    // after-busy (2).
+    assert_eq!(buckets(&r), vec![(0, 2), (1, 2), (2, 1)]);
+    assert_eq!(r.turns.turns, 7);
+    assert_eq!(r.turns.known_turns, 5);
+    assert_eq!(r.turns.subagents_in_known_turns, 4);
+    assert_eq!(r.turns.mean_per_known_turn, Some(0.8));
+    assert_eq!(
+        (
+            r.provenance.live,
+            r.provenance.imported,
+            r.provenance.backfill
+        ),
+        (3, 1, 2),
+        "a row read from a history is imported, neither live nor backfill"
+    );
 
     // The same turn one microsecond earlier is inside the window (AC-24e precision).
     turn(&store, "just-before", "s1", "task-1", 0).await;

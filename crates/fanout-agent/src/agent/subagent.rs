@@ -257,8 +257,11 @@ async fn announce(
         }
         session.update(env, announce).await;
     }
-    let linked = tool_call_update(child.call_id, "in_progress", &[session_link(&child.id)]);
-    session.update(env, linked).await;
+    // ACP lets an agent send session content only to a client that advertised
+    // `clientCapabilities.subagents`; the child id is in `_meta.fanout.subagent` anyway.
+    let links = session_links(env, child);
+    let started = tool_call_update(child.call_id, "in_progress", &links);
+    session.update(env, started).await;
     Ok(())
 }
 
@@ -302,7 +305,7 @@ async fn settle(
         } else {
             "completed"
         },
-        &[session_link(&child.id), text_content(&outcome.text)],
+        &[session_links(env, child), vec![text_content(&outcome.text)]].concat(),
     );
     settled["rawOutput"] = json!({
         "childSessionId": child.id,
@@ -312,6 +315,16 @@ async fn settle(
     settled["_meta"] = meta.to_meta();
     session.update(env, settled).await;
     Ok(())
+}
+
+/// The `{"type":"session"}` content linking the child, for a client that advertised
+/// `clientCapabilities.subagents` (the only clients ACP lets an agent send it to).
+fn session_links(env: &TurnEnv, child: &Child<'_>) -> Vec<Value> {
+    if env.subagents {
+        vec![session_link(&child.id)]
+    } else {
+        Vec::new()
+    }
 }
 
 /// Creates the child session of `session` (its log included) and

@@ -1,43 +1,65 @@
-//! `fanout import`'s logic: find the files, recognise each one, feed it through
-//! [`Capture`](crate::Capture), and summarise per file.
+//! `fanout import`'s logic: find the files, group and recognise them, feed each unit
+//! through [`Capture`](crate::Capture), and summarise per unit.
 //!
-//! Two kinds of history are read:
+//! Three kinds of history are read (DESIGN 3.7), each recognised by its first line:
 //! - fanout transcripts (DESIGN 3.1): a header line, then `{ts, dir, line}` per frame;
 //!   each frame goes through the same [`Capture::observe`](crate::Capture::observe) as
 //!   live traffic, with the recorded `ts` as its observation time;
-//! - Claude Code's native session folders: `<id>.jsonl` plus `<id>/subagents/agent-*.jsonl`,
-//!   mapped onto the same sessions, turns, tool-call messages and subagent rows.
+//! - Claude Code's native session folders (`claude`): `<id>.jsonl` with its subagent
+//!   logs, mapped onto sessions, turns, tool-call messages, subagent rows and the usage
+//!   ledger;
+//! - Codex rollouts (`codex`): one file per thread, a root thread with its subagent
+//!   threads, mapped the same way.
 //!
 //! Every id is deterministic and every write a merge, so importing twice changes
 //! nothing. A bad line is reported as `file:line: reason`, counted, and the rest of the
-//! file still imports; a file that cannot be read at all is a [`FileFailure`].
+//! file still imports; something passed over by design that deserves a mention (an
+//! unknown record type, a usage figure that is not a number, an incomplete last line) is
+//! a note, `file:line: note`, that fails nothing; a file that cannot be read at all is a
+//! [`FileFailure`].
+//!
+//! Incremental (`import_files`, DESIGN 3.7): a unit whose files are all unchanged (size
+//! and modification time) is skipped without opening them; a file that grew is written
+//! from the offset of its last complete line (the lines before it read again only for
+//! their context); a rewritten one (head hash differs, or shrank) is read again from the
+//! start. A file's new state commits in the same transaction as the last rows read from
+//! it, so a killed import resumes where its last committed unit ended. Parsing (the fast
+//! path: borrowed serde structs, no JSON tree per record) of the next unit overlaps the
+//! writes of the current one.
 
 mod claude;
+mod codex;
 mod discover;
+mod lenient;
 mod lines;
+mod source;
 mod transcript;
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fanout_store::Store;
+use fanout_store::{ImportFileRecord, Store, Timestamp};
 use serde::Serialize;
 
-use crate::capture::CaptureStats;
+use crate::capture::{Capture, CaptureStats};
 use crate::counters::CounterSnapshot;
 
-pub use discover::{Planned, discover};
+pub use discover::{DefaultRoot, Discovery, Planned, default_roots, discover, discover_changed};
+pub use source::KnownFiles;
 pub use transcript::{CatchUp, TRANSCRIPT_TYPE, TRANSCRIPT_VERSION, catch_up_pending};
 
 /// Which reader a file needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
-    /// A transcript written by `fanout proxy`.
+    /// A fanout transcript.
     Transcript,
-    /// A Claude Code session log (with its subagent logs).
+    /// A Claude Code session folder.
     ClaudeNative,
+    /// Codex rollout files.
+    CodexRollout,
 }
 
 /// One bad line: reported, counted, and skipped.
@@ -47,7 +69,7 @@ pub struct LineError {
     pub path: PathBuf,
     /// 1-based.
     pub line: u64,
-    /// What is wrong with the line.
+    /// What is wrong with it, or what was passed over.
     pub reason: String,
 }
 
@@ -60,7 +82,7 @@ impl fmt::Display for LineError {
 /// Why a whole file could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    /// The file could not be read.
+    /// The file could not be opened or read.
     #[error("cannot read {}: {cause}", path.display())]
     Read {
         /// The file.
@@ -68,15 +90,15 @@ pub enum ImportError {
         /// The I/O error.
         cause: std::io::Error,
     },
-    /// A file named explicitly that is neither kind.
-    #[error("{}: not a fanout transcript or a Claude Code session log ({reason})", path.display())]
+    /// The file is of no kind the importer knows.
+    #[error("{}: not a fanout transcript, a Claude Code session log or a Codex rollout ({reason})", path.display())]
     Unrecognised {
         /// The file.
         path: PathBuf,
         /// What its first line looked like.
         reason: String,
     },
-    /// A transcript whose header line is unusable.
+    /// A transcript whose header line is wrong.
     #[error("{}:1: bad transcript header: {reason}", path.display())]
     BadHeader {
         /// The file.
@@ -105,7 +127,7 @@ pub enum ImportError {
 pub struct FileFailure {
     /// The file.
     pub path: PathBuf,
-    /// Why, as one line ([`ImportError`]'s text).
+    /// Why it failed.
     pub error: String,
 }
 
@@ -118,24 +140,29 @@ pub struct SkippedFile {
     pub reason: String,
 }
 
-/// What importing one file (a transcript, or a Claude session with its subagent logs) did.
+/// What importing one unit (a transcript, a Claude session with its subagent logs, or
+/// a Codex session's rollouts) did.
 #[derive(Clone, Debug, Serialize)]
 pub struct FileSummary {
-    /// The transcript, or the Claude session's main log.
+    /// The unit's main file.
     pub path: PathBuf,
-    /// Which reader it took.
+    /// Which reader read it.
     pub kind: SourceKind,
-    /// Subagent logs read with a Claude session (empty for transcripts).
+    /// The unit's other files: a Claude session's subagent logs, a Codex session's other
+    /// threads (empty for transcripts).
     pub subagent_logs: Vec<PathBuf>,
-    /// Frame lines read (transcript header excluded; blank lines not counted).
+    /// New lines read (transcript header excluded; blank lines and lines read only for
+    /// their context not counted).
     pub frames: u64,
     /// Lines skipped because they were bad (each one is in `errors`).
     pub skipped: u64,
-    /// Every bad line, in file order.
+    /// The bad lines, `file:line: reason`.
     pub errors: Vec<LineError>,
-    /// What its capture recorded.
+    /// Lines passed over by design that deserve a mention; they fail nothing.
+    pub notes: Vec<LineError>,
+    /// What capture wrote.
     pub capture: CaptureStats,
-    /// Its subagent writer's counters (AC-26).
+    /// The subagent writer's counters (AC-26).
     pub counters: CounterSnapshot,
 }
 
@@ -148,6 +175,7 @@ impl FileSummary {
             frames: 0,
             skipped: 0,
             errors: Vec::new(),
+            notes: Vec::new(),
             capture: CaptureStats::default(),
             counters: CounterSnapshot::default(),
         }
@@ -162,54 +190,91 @@ impl FileSummary {
         });
     }
 
+    fn note(&mut self, path: &Path, line: u64, reason: impl Into<String>) {
+        self.notes.push(LineError {
+            path: path.to_owned(),
+            line,
+            reason: reason.into(),
+        });
+    }
+
     /// A bad line, a failed write, anything that makes the import not clean.
     pub fn has_failures(&self) -> bool {
         !self.errors.is_empty() || self.counters.failed > 0 || self.capture.store_errors > 0
     }
 }
 
+/// What was found in one place `fanout import` read (a default history place, or a
+/// path given).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlaceSummary {
+    /// `claude`, `codex`, or `path` for a path given on the command line.
+    pub harness: String,
+    /// The folder or file.
+    pub path: PathBuf,
+    /// How the place was chosen (`$CODEX_HOME`, `~/.claude`, `argument`).
+    pub from: String,
+    /// Whether it exists.
+    pub exists: bool,
+    /// Units (sessions, transcripts) read because they are new or changed.
+    pub units: u64,
+    /// Units skipped because none of their files changed since the last import.
+    pub unchanged_units: u64,
+    /// Files of the unchanged units (never opened).
+    pub unchanged_files: u64,
+}
+
 /// What a whole import did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ImportSummary {
-    /// Every unit imported, in the order of [`discover`].
+    /// Every unit read, in order.
     pub files: Vec<FileSummary>,
-    /// Units that could not be imported.
+    /// Files that could not be imported.
     pub failed_files: Vec<FileFailure>,
-    /// Files met in directories that are neither kind.
+    /// Files of no known kind.
     pub skipped_files: Vec<SkippedFile>,
+    /// Per place read: what was found there.
+    pub places: Vec<PlaceSummary>,
 }
 
 /// Totals over every file, for the one-line and JSON summaries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ImportTotals {
-    /// Files imported (a Claude session with its subagent logs counts once).
+    /// Units imported (a Claude session with its subagent logs counts once).
     pub files: u64,
-    /// Units that could not be imported.
+    /// Files that could not be imported.
     pub failed_files: u64,
-    /// Frame lines read.
+    /// Units skipped unchanged.
+    pub unchanged: u64,
+    /// New lines read.
     pub frames: u64,
-    /// Distinct session rows written.
+    /// Sessions written.
     pub sessions: u64,
-    /// Turns started.
+    /// Turns written.
     pub turns: u64,
-    /// Tool-call message rows created.
+    /// Tool-call messages written.
     pub messages: u64,
-    /// Distinct subagent rows written.
+    /// Subagent rows written.
     pub subagent_rows: u64,
+    /// Usage-ledger rows (model responses) written.
+    pub usage_rows: u64,
     /// Bad lines skipped.
     pub skipped: u64,
+    /// Notes (lines passed over by design).
+    pub notes: u64,
     /// Bad lines, failed files and failed writes.
     pub errors: u64,
-    /// The subagent writers' counters, summed.
+    /// The subagent writer's counters over every unit.
     pub counters: CounterSnapshot,
 }
 
 impl ImportSummary {
-    /// The totals over every file.
+    /// The totals over every unit.
     pub fn totals(&self) -> ImportTotals {
         let mut totals = ImportTotals {
             files: self.files.len() as u64,
             failed_files: self.failed_files.len() as u64,
+            unchanged: self.places.iter().map(|p| p.unchanged_units).sum(),
             ..ImportTotals::default()
         };
         for file in &self.files {
@@ -218,7 +283,9 @@ impl ImportSummary {
             totals.turns += file.capture.turns;
             totals.messages += file.capture.messages;
             totals.subagent_rows += file.capture.subagent_rows;
+            totals.usage_rows += file.capture.usage_rows;
             totals.skipped += file.skipped;
+            totals.notes += file.notes.len() as u64;
             totals.errors +=
                 file.errors.len() as u64 + file.counters.failed + file.capture.store_errors;
             totals.counters.add(&file.counters);
@@ -237,11 +304,11 @@ impl ImportSummary {
 pub trait ImportProgress {
     /// Before the first file: how many units and bytes there are.
     fn planned(&self, _units: usize, _bytes: u64) {}
-    /// A unit starts (`path` as [`Planned::path`]).
+    /// A unit starts being read.
     fn file_started(&self, _path: &Path) {}
     /// Bytes of input consumed since the last call.
     fn advanced(&self, _bytes: u64) {}
-    /// A unit is done, imported or failed.
+    /// A unit is written.
     fn file_finished(&self, _path: &Path) {}
     /// A bad line, as it is found (the summary has them all too).
     fn line_error(&self, _error: &LineError) {}
@@ -252,46 +319,221 @@ pub struct NoProgress;
 
 impl ImportProgress for NoProgress {}
 
-/// Imports every file under `paths` (files or directories, walked recursively).
+/// Imports every file under `paths` (files or directories, walked recursively), each
+/// read from its start (nothing known of earlier imports), and records what it read.
 pub async fn import_paths(
     store: Arc<dyn Store>,
     paths: &[PathBuf],
     progress: &dyn ImportProgress,
 ) -> ImportSummary {
-    let (plan, failures, skipped) = discover(paths);
-    let mut summary = ImportSummary {
-        files: Vec::new(),
-        failed_files: failures,
-        skipped_files: skipped,
+    import_paths_incremental(store, paths, &KnownFiles::default(), progress).await
+}
+
+/// Imports what changed under `paths` since the import that left `known`
+/// (`SqlStore::import_files`): see the module doc.
+pub async fn import_paths_incremental(
+    store: Arc<dyn Store>,
+    paths: &[PathBuf],
+    known: &KnownFiles,
+    progress: &dyn ImportProgress,
+) -> ImportSummary {
+    let found = discover_changed(paths, known);
+    let place = PlaceSummary {
+        harness: "path".to_owned(),
+        path: paths.first().cloned().unwrap_or_default(),
+        from: "argument".to_owned(),
+        exists: true,
+        units: found.plan.len() as u64,
+        unchanged_units: found.unchanged_units,
+        unchanged_files: found.unchanged_files,
     };
-    progress.planned(plan.len(), plan.iter().map(Planned::bytes).sum());
-    for unit in plan {
-        progress.file_started(unit.path());
-        let result = import_planned(Arc::clone(&store), &unit, progress).await;
-        progress.file_finished(unit.path());
-        match result {
-            Ok(file) => summary.files.push(file),
-            Err(error) => summary.failed_files.push(FileFailure {
-                path: unit.path().to_owned(),
-                error: error.to_string(),
-            }),
-        }
-    }
+    let mut summary = ImportSummary {
+        places: vec![place],
+        ..ImportSummary::default()
+    };
+    run_plan(store, found, known, progress, &mut summary).await;
     summary
 }
 
-/// Imports one discovered unit.
-pub async fn import_planned(
+/// Imports what changed in each harness's default history place (`default_roots`),
+/// saying per place what it found there; a place that does not exist is no error.
+pub async fn import_default_histories(
     store: Arc<dyn Store>,
-    unit: &Planned,
+    roots: &[DefaultRoot],
+    known: &KnownFiles,
+    progress: &dyn ImportProgress,
+) -> ImportSummary {
+    let mut summary = ImportSummary::default();
+    let mut all = Discovery::default();
+    for root in roots {
+        let exists = root.path.is_dir();
+        let found = if exists {
+            discover_changed(std::slice::from_ref(&root.path), known)
+        } else {
+            Discovery::default()
+        };
+        summary.places.push(PlaceSummary {
+            harness: root.harness.to_owned(),
+            path: root.path.clone(),
+            from: root.from.clone(),
+            exists,
+            units: found.plan.len() as u64,
+            unchanged_units: found.unchanged_units,
+            unchanged_files: found.unchanged_files,
+        });
+        all.plan.extend(found.plan);
+        all.failures.extend(found.failures);
+        all.skipped.extend(found.skipped);
+    }
+    run_plan(store, all, known, progress, &mut summary).await;
+    summary
+}
+
+/// A unit read and ready to be written.
+enum ReadUnit {
+    Claude(claude::ReadSession),
+    Codex(codex::ReadSession),
+}
+
+/// Imports the units of a discovery in order. The native-history units are parsed on
+/// this task while the previous one is written on another, so parsing and the store's
+/// writes overlap.
+async fn run_plan(
+    store: Arc<dyn Store>,
+    found: Discovery,
+    known: &KnownFiles,
+    progress: &dyn ImportProgress,
+    summary: &mut ImportSummary,
+) {
+    summary.failed_files.extend(found.failures);
+    summary.skipped_files.extend(found.skipped);
+    progress.planned(
+        found.plan.len(),
+        found.plan.iter().map(Planned::bytes).sum(),
+    );
+    let mut writing: Option<(PathBuf, tokio::task::JoinHandle<FileSummary>)> = None;
+    for unit in found.plan {
+        progress.file_started(unit.path());
+        let read = match &unit {
+            Planned::Transcript { path, .. } => {
+                finish_writing(&mut writing, summary, progress).await;
+                let result = import_transcript(Arc::clone(&store), path, progress).await;
+                progress.file_finished(path);
+                match result {
+                    Ok(file) => summary.files.push(file),
+                    Err(error) => summary.failed_files.push(FileFailure {
+                        path: path.clone(),
+                        error: error.to_string(),
+                    }),
+                }
+                continue;
+            }
+            Planned::ClaudeSession {
+                log, subagent_logs, ..
+            } => claude::read_claude_session(log, subagent_logs, known, progress)
+                .map(ReadUnit::Claude),
+            Planned::CodexSession {
+                root_thread, files, ..
+            } => {
+                codex::read_codex_session(root_thread, files, known, progress).map(ReadUnit::Codex)
+            }
+        };
+        finish_writing(&mut writing, summary, progress).await;
+        match read {
+            Ok(read) => {
+                let store = Arc::clone(&store);
+                let task = tokio::spawn(async move {
+                    match read {
+                        ReadUnit::Claude(read) => claude::write_claude_session(store, read).await,
+                        ReadUnit::Codex(read) => codex::write_codex_session(store, read).await,
+                    }
+                });
+                writing = Some((unit.path().to_owned(), task));
+            }
+            Err(error) => {
+                progress.file_finished(unit.path());
+                summary.failed_files.push(FileFailure {
+                    path: unit.path().to_owned(),
+                    error: error.to_string(),
+                });
+            }
+        }
+    }
+    finish_writing(&mut writing, summary, progress).await;
+}
+
+/// Waits for the unit being written, and adds its summary.
+async fn finish_writing(
+    writing: &mut Option<(PathBuf, tokio::task::JoinHandle<FileSummary>)>,
+    summary: &mut ImportSummary,
+    progress: &dyn ImportProgress,
+) {
+    let Some((path, task)) = writing.take() else {
+        return;
+    };
+    progress.file_finished(&path);
+    match task.await {
+        Ok(file) => summary.files.push(file),
+        Err(error) => summary.failed_files.push(FileFailure {
+            path,
+            error: format!("the import of this unit stopped: {error}"),
+        }),
+    }
+}
+
+/// A transcript is read whole whenever it changed (the ACP tracker's state is not kept
+/// across imports); once it imported cleanly its state is recorded, so an unchanged one
+/// is skipped next time.
+async fn import_transcript(
+    store: Arc<dyn Store>,
+    path: &Path,
     progress: &dyn ImportProgress,
 ) -> Result<FileSummary, ImportError> {
-    match unit {
-        Planned::Transcript { path, .. } => {
-            transcript::import_transcript(store, path, progress).await
+    let read_err = |cause| ImportError::Read {
+        path: path.to_owned(),
+        cause,
+    };
+    let stat = source::Stat::of(path).map_err(read_err)?;
+    let head = source::head_sha256(path).map_err(read_err)?;
+    let mut file = transcript::import_transcript(Arc::clone(&store), path, progress).await?;
+    if !file.has_failures() {
+        let state = source::whole_file_record(path, stat, head);
+        if let Err(error) = store.upsert_import_file(&state).await {
+            file.capture.store_errors += 1;
+            tracing::warn!(path = %path.display(), error = %error, "cannot record the import state of a transcript");
         }
-        Planned::ClaudeSession {
-            log, subagent_logs, ..
-        } => claude::import_claude_session(store, log, subagent_logs, progress).await,
     }
+    Ok(file)
+}
+
+/// Pops the earliest head among a unit's streams (ties: the earlier stream, so the
+/// session's own log or the root thread first); each stream keeps its own order.
+fn next_in_time_order<K: Clone, E>(
+    streams: &mut [(K, VecDeque<E>)],
+    time: impl Fn(&E) -> Timestamp,
+) -> Option<(K, E)> {
+    let index = streams
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, entries))| entries.front().map(|e| (time(e), i)))
+        .min()?
+        .1;
+    let (key, entries) = &mut streams[index];
+    entries.pop_front().map(|e| (key.clone(), e))
+}
+
+/// The end of a native unit's write: its files' `import_files` state goes in the same
+/// group commit as its last rows, and the summary takes capture's figures.
+async fn finish_unit(
+    mut capture: Capture,
+    files: Vec<ImportFileRecord>,
+    mut summary: FileSummary,
+) -> FileSummary {
+    for file in files {
+        capture.queue_import_file(file);
+    }
+    capture.commit_queued().await;
+    summary.capture = capture.stats();
+    summary.counters = capture.counters().snapshot();
+    summary
 }

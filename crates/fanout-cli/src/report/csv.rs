@@ -10,7 +10,7 @@
 //! | `fanout` | subagents per turn (`0`, `1`, …) | turns with that fan-out |
 //! | `unknown_fanout` | `before`, `turns`, `turns_with_backfill_rows`, `backfill_rows` | AC-25 |
 //! | `subagents` | `total`, `without_turn`, `turn_not_found`, `async_launches`, `unsettled` | |
-//! | `provenance` | `live`, `backfill`, `backfill_duplicates_of_live`, `unknown_execution`, `live_unknown_execution` | |
+//! | `provenance` | `live`, `imported`, `backfill`, `backfill_duplicates_of_live`, `unknown_execution`, `live_unknown_execution` | |
 //! | `by_type`, `by_model` | the value, `(unreported)` for NULL | subagents |
 //! | `total_tokens`, `duration_ms`, `tool_use_count` | `reported`, `unreported`, `min`, `p50`, `mean`, `max`, `sum` | empty when nothing was reported |
 //! | `nesting_depth` | depth (`0`, `1`, …) | subagents |
@@ -122,6 +122,7 @@ fn rows(report: &FanoutReport) -> Vec<Row> {
     let p = &report.provenance;
     for (key, value) in [
         ("live", p.live),
+        ("imported", p.imported),
         ("backfill", p.backfill),
         ("backfill_duplicates_of_live", p.backfill_duplicates_of_live),
         ("unknown_execution", p.unknown_execution),
@@ -174,7 +175,7 @@ fn metric_cells(m: &MetricStats) -> [(&'static str, String); 7] {
 }
 
 /// One RFC 4180 field: quoted when it holds a comma, a quote or a line break.
-fn field(text: &str) -> String {
+pub(super) fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

@@ -25,7 +25,7 @@ const INDENT: &str = "  ";
 
 /// The width to draw at: `$COLUMNS` when set, else stdout's terminal width when stdout
 /// is a terminal, else 80 ([`choose_width`]).
-pub(super) fn terminal_width() -> usize {
+pub(crate) fn terminal_width() -> usize {
     let terminal = terminal_size::terminal_size_of(std::io::stdout()).map(|(width, _)| width.0);
     choose_width(std::env::var("COLUMNS").ok().as_deref(), terminal)
 }
@@ -138,8 +138,9 @@ fn subagent_section(out: &mut String, report: &FanoutReport, width: usize) {
     wrap(
         out,
         &format!(
-            "provenance: live {} · backfill {} · backfilled twins of live rows {} (counted once, as live) · execution 'unknown' {} ({} of them live)",
+            "provenance: live {} · imported {} · backfill {} · backfilled twins of live rows {} (counted once, as live) · execution 'unknown' {} ({} of them live)",
             p.live,
+            p.imported,
             p.backfill,
             p.backfill_duplicates_of_live,
             p.unknown_execution,

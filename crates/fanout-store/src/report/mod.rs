@@ -16,7 +16,7 @@
 //!   nested launches included ([`Nesting`] tells them apart); a turn with no row has
 //!   fan-out 0 — unless its fan-out is unknown.
 //! * **Unknown fan-out (AC-25).** A turn that started before
-//!   `subagent_context_backfill_through` and has no `live` row is left out of the
+//!   `subagent_context_backfill_through` and has no `live` (or `import`) row is left out of the
 //!   distribution, never counted as 0: before that instant only the backfill saw
 //!   launches, and it sees only messages that carried subagent metadata. Its
 //!   backfilled rows are only a lower bound ([`UnknownFanout`]).
@@ -26,7 +26,7 @@
 use std::collections::{HashMap, HashSet};
 
 mod model;
-mod sql;
+pub(crate) mod sql;
 
 pub use model::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,
@@ -137,7 +137,8 @@ async fn metric_stats(
     })
 }
 
-async fn fetch_all<T: FromEngineRow>(
+/// Runs one generated read and decodes its rows.
+pub(crate) async fn fetch_all<T: FromEngineRow>(
     reader: Reader<'_>,
     op: &'static str,
     statement: &Statement,

@@ -118,10 +118,13 @@ pub struct SubagentSummary {
 /// Where the rows came from (AC-25).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Provenance {
-    /// Counted rows written by the capture path (proxy or import).
+    /// Counted rows written by the capture path (the proxy, or import of its transcripts).
     pub live: i64,
+    /// Counted rows read from a harness's own history (Claude Code logs, Codex
+    /// rollouts: `source = 'import'`).
+    pub imported: i64,
     /// Counted rows reconstructed from messages by the backfill (any source other than
-    /// `live` counts here, so nothing unproven passes as live capture).
+    /// `live` and `import` counts here, so nothing unproven passes as capture).
     pub backfill: i64,
     /// Backfilled rows that duplicate a live row of the same `(session, tool_call_id)`:
     /// not counted anywhere else.

@@ -7,44 +7,44 @@ use fanout_types::Timestamp;
 use super::model::{Provenance, ReportScope, SubagentSummary};
 
 /// One statement and its text binds, placeholders numbered as the binds were added.
-pub(super) struct Statement {
-    pub(super) sql: String,
+pub(crate) struct Statement {
+    pub(crate) sql: String,
     binds: Vec<Option<String>>,
 }
 
 impl Statement {
     /// The binds, in placeholder order.
-    pub(super) fn binds(&self) -> Vec<Option<&str>> {
+    pub(crate) fn binds(&self) -> Vec<Option<&str>> {
         self.binds.iter().map(Option::as_deref).collect()
     }
 }
 
 /// Collects binds while a statement is generated, handing out their placeholders.
-struct Binds {
+pub(crate) struct Binds {
     engine: Engine,
     values: Vec<Option<String>>,
 }
 
 impl Binds {
-    fn new(engine: Engine) -> Self {
+    pub(crate) fn new(engine: Engine) -> Self {
         Binds {
             engine,
             values: Vec::new(),
         }
     }
 
-    fn text(&mut self, value: &str) -> String {
+    pub(crate) fn text(&mut self, value: &str) -> String {
         self.values.push(Some(value.to_owned()));
         format!("${}", self.values.len())
     }
 
     /// A timestamp bind; `None` binds NULL, which makes every comparison with it false.
-    fn timestamp(&mut self, value: Option<Timestamp>) -> String {
+    pub(crate) fn timestamp(&mut self, value: Option<Timestamp>) -> String {
         self.values.push(value.map(|t| t.canonical()));
         self.engine.ts_param(self.values.len())
     }
 
-    fn finish(self, sql: String) -> Statement {
+    pub(crate) fn finish(self, sql: String) -> Statement {
         Statement {
             sql,
             binds: self.values,
@@ -54,7 +54,7 @@ impl Binds {
 
 impl ReportScope {
     /// The scope as a predicate on the row aliased `alias`, whose time is `time_column`.
-    fn predicate(&self, binds: &mut Binds, alias: &str, time_column: &str) -> String {
+    pub(crate) fn predicate(&self, binds: &mut Binds, alias: &str, time_column: &str) -> String {
         match self {
             ReportScope::All => "1 = 1".to_owned(),
             ReportScope::Task { task_id } => format!("{alias}.task_id = {}", binds.text(task_id)),
@@ -112,8 +112,9 @@ fn counted_in_scope(binds: &mut Binds, scope: &ReportScope) -> String {
     )
 }
 
-/// Per (unknown?, fan-out): how many turns. A turn is unknown iff it has no live row
-/// and started before the backfill_through bind (NULL binds make no turn unknown).
+/// Per (unknown?, fan-out): how many turns. A turn is unknown iff it has no live or
+/// imported row (rows read from the history itself, not reconstructed) and started
+/// before the backfill_through bind (NULL binds make no turn unknown).
 pub(super) fn turn_distribution(
     e: Engine,
     scope: &ReportScope,
@@ -128,7 +129,7 @@ pub(super) fn turn_distribution(
                   pt.subagents
            FROM (
              SELECT t.id, t.started_at, COUNT(c.id) AS subagents,
-                    COUNT(CASE WHEN c.source = 'live' THEN 1 END) AS live_rows
+                    COUNT(CASE WHEN c.source IN ('live', 'import') THEN 1 END) AS live_rows
              FROM task_session_turns t
              LEFT JOIN {counted} c ON c.turn_id = t.id AND c.duplicate_of_live = 0
              WHERE {turn_scope}
@@ -161,7 +162,8 @@ pub(super) fn subagent_summary(e: Engine, scope: &ReportScope) -> Statement {
         counted("c.is_async <> 0", "async_launches"),
         counted("c.settled_at IS NULL", "unsettled"),
         counted("c.source = 'live'", "live"),
-        counted("c.source <> 'live'", "backfill"),
+        counted("c.source = 'import'", "imported"),
+        counted("c.source NOT IN ('live', 'import')", "backfill"),
         "COUNT(CASE WHEN c.duplicate_of_live = 1 THEN 1 END) AS backfill_duplicates_of_live"
             .to_owned(),
         counted("c.agent_execution_id = 'unknown'", "unknown_execution"),
