@@ -47,7 +47,7 @@ pub use error::{StoreError, redact_url};
 /// The canonical timestamp every record carries (its one home is `fanout-types`).
 pub use fanout_types::{Timestamp, TimestampError};
 pub use model::*;
-pub use open::OpenOptions;
+pub use open::{OpenOptions, store_identity};
 pub use read_sessions::{SessionFilter, SessionRow, TurnRow};
 pub use report::{
     CountBy, DepthBucket, FanoutBucket, FanoutReport, MetricStats, Nesting, Provenance,

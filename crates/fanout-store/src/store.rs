@@ -279,4 +279,8 @@ impl Store for SqlStore {
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
         write::write_batch(&self.pools, &self.statements, ops).await
     }
+
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        write::transcript_applied(&self.pools, execution_id).await
+    }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Statements {
     upsert_import_file: String,
     /// SQLite only (see [`sql::upsert_message_then_subagent`]).
     message_then_subagent: Option<String>,
+    upsert_transcript_mark: String,
+    begin_write: &'static str,
 }
 
 impl Statements {
@@ -58,6 +60,8 @@ impl Statements {
             upsert_import_file: sql::upsert_import_file(e),
             message_then_subagent: (e == Engine::Sqlite)
                 .then(|| sql::upsert_message_then_subagent(e)),
+            upsert_transcript_mark: sql::upsert_transcript_mark(e),
+            begin_write: sql::begin_write(e),
         }
     }
 }
@@ -302,7 +306,9 @@ pub(crate) async fn upsert_import_file(
         .map_err(StoreError::query("import file upsert")))
 }
 
-/// One acquire of the writer connection, `BEGIN`, the statements, `COMMIT`. What a
+/// One acquire of the writer connection, `BEGIN` ([`sql::begin_write`]: on SQLite
+/// `BEGIN IMMEDIATE`, so a lock held by another process is waited for within the busy
+/// timeout), the statements, `COMMIT`. What a
 /// statement costs through sqlx is mostly its round trip to the connection's worker
 /// thread (SQLite) or the server (PostgreSQL), and outside a transaction each statement
 /// is also its own commit; a batch pays the acquire and the commit once. On SQLite a
@@ -327,7 +333,10 @@ async fn write_batch_once(
     ops: &[WriteOp<'_>],
 ) -> Result<(), StoreError> {
     with_writer!(pools, pool => {
-        let mut tx = pool.begin().await.map_err(StoreError::query("batch begin"))?;
+        let mut tx = pool
+            .begin_with(st.begin_write)
+            .await
+            .map_err(StoreError::query("batch begin"))?;
         let mut i = 0;
         while i < ops.len() {
             let pair = match (ops[i], ops.get(i + 1), &st.message_then_subagent) {
@@ -365,6 +374,13 @@ async fn write_batch_once(
                         .await
                         .map_err(StoreError::query("subagent upsert"))?
                 }
+                WriteOp::TranscriptMark(mark) => sqlx::query(&st.upsert_transcript_mark)
+                    .bind(&mark.execution_id)
+                    .bind(offset_param(mark.applied_through))
+                    .bind(Timestamp::now().canonical())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::query("transcript mark upsert"))?,
                 WriteOp::Usage(u) => bind_usage!(sqlx::query(&st.upsert_usage), u)
                     .execute(&mut *tx)
                     .await
@@ -380,6 +396,29 @@ async fn write_batch_once(
         }
         tx.commit().await.map_err(StoreError::query("batch commit"))
     })
+}
+
+/// A byte offset as the signed 64-bit integer both engines store (no file is 2^63 bytes).
+fn offset_param(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+/// The applied offset of one transcript ([`sql::select_transcript_mark`]).
+pub(crate) async fn transcript_applied(
+    pools: &Pools,
+    execution_id: &str,
+) -> Result<Option<u64>, StoreError> {
+    let rows: Vec<(i64,)> = pools
+        .reader()
+        .fetch_all(
+            "transcript mark read",
+            sql::select_transcript_mark(),
+            &[Some(execution_id)],
+        )
+        .await?;
+    Ok(rows
+        .first()
+        .map(|(offset,)| u64::try_from(*offset).unwrap_or(0)))
 }
 
 /// Deletes a session and (by cascade) its turns, messages and subagent rows.
