@@ -74,7 +74,14 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
     let task = format!("fanout-demo-{}", started.as_millis());
+    // The agent runs in the scenario's workspace, so a relative SQLite path would name a
+    // file there: the proxy gets the absolute one the report below opens.
     let db = args.db.url();
+    let db = if db.starts_with("sqlite:") {
+        fanout_store::store_identity(&db)
+    } else {
+        db
+    };
     let command = proxied_agent(&fanout, work.path(), &db, &task, &scenario_dir, &scripts);
     let outcome = drive(
         &command,
