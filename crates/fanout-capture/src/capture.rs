@@ -8,7 +8,8 @@ use std::sync::Arc;
 use fanout_acp::{Direction, SubagentTask, ToolFrame, Tracker, TrackerEvent};
 use fanout_store::{
     ImportFileRecord, MessageRecord, SessionRecord, Source, Store, StoreError, SubagentRecord,
-    Timestamp, TokenCounts, TurnRecord, UNKNOWN_EXECUTION, UsageRecord, UsageSource, WriteOp,
+    Timestamp, TokenCounts, TranscriptMark, TurnRecord, UNKNOWN_EXECUTION, UsageRecord,
+    UsageSource, WriteOp,
 };
 use serde::Serialize;
 
@@ -66,6 +67,8 @@ struct SessionState {
     started_at: Timestamp,
     /// The row exists in the store (a failed write is retried on next need).
     row_written: bool,
+    /// `row_written` because a replay found it there, not because this capture wrote it.
+    replayed: bool,
     open_turn: Option<OpenTurn>,
 }
 
@@ -158,6 +161,17 @@ impl Pending {
     }
 }
 
+/// Writes the store could not take now ([`StoreError::is_transient`]): they are kept, in
+/// order, by the [`Capture`] that made them, until [`Capture::retry_held`] commits them.
+#[derive(Debug, thiserror::Error)]
+#[error("{writes} write(s) held until the store is back: {error}")]
+pub struct Held {
+    /// The store's answer to the last attempt.
+    pub error: StoreError,
+    /// Writes (and the transcript mark, if any) still waiting.
+    pub writes: usize,
+}
+
 /// How queued writes reach the store.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flush {
@@ -192,8 +206,14 @@ pub struct Capture {
     /// The provenance of the subagent rows this capture writes.
     source: Source,
     stats: CaptureStats,
-    /// Writes of the line(s) being observed, in order; empty between calls.
+    /// Writes of the line(s) being observed, in order; empty between calls, except for
+    /// writes held by [`Capture::apply_batch`] while the store is away.
     pending: Vec<Pending>,
+    /// The transcript mark to commit with `pending` ([`Capture::apply_batch`]).
+    pending_mark: Option<TranscriptMark>,
+    /// Interpreting lines that are already in the store ([`Capture::replay_applied`]):
+    /// nothing is queued for writing and no counter moves.
+    replaying: bool,
     /// The index in `pending` of the queued write of each message row, for folding.
     queued_messages: HashMap<String, usize>,
     /// The per-line recorder handles, looked up once.
@@ -220,6 +240,8 @@ impl Capture {
             source: Source::Live,
             stats: CaptureStats::default(),
             pending: Vec::new(),
+            pending_mark: None,
+            replaying: false,
             queued_messages: HashMap::new(),
             frames_seen_metric: metrics::counter!(FRAMES_SEEN_METRIC),
             not_understood_metric: metrics::counter!(FRAMES_NOT_UNDERSTOOD_METRIC),
@@ -248,6 +270,73 @@ impl Capture {
         self.flush(Flush::Group).await;
     }
 
+    /// Observes `lines` as [`Capture::observe_batch`] does and commits their writes in
+    /// one transaction together with `mark` (how far a transcript is applied), so the
+    /// mark says exactly what is in the store. When the store cannot take them now
+    /// ([`StoreError::is_transient`]: down, locked, read-only, full) nothing is lost and
+    /// nothing is counted as failed: the writes and the mark stay held, in order, and
+    /// this returns [`Held`]; [`Capture::retry_held`] commits them once the store is
+    /// back. Lines given while writes are held are interpreted and their writes queue
+    /// behind the held ones. A write the store refuses for good is counted, as
+    /// observe_batch does, and the rest still goes in. A batch that writes nothing
+    /// writes no mark either: the lines after a mark are the ones without writes, and
+    /// applying them again writes nothing.
+    pub async fn apply_batch(
+        &mut self,
+        lines: &[(Direction, &[u8], Timestamp)],
+        mark: Option<TranscriptMark>,
+    ) -> Result<(), Held> {
+        for (direction, line, observed_at) in lines {
+            self.interpret(*direction, line, *observed_at);
+        }
+        if !self.pending.is_empty()
+            && let Some(mark) = mark
+        {
+            self.pending_mark = Some(mark);
+        }
+        self.flush_holding().await
+    }
+
+    /// Commits the writes [`Capture::apply_batch`] held, in order.
+    pub async fn retry_held(&mut self) -> Result<(), Held> {
+        self.flush_holding().await
+    }
+
+    /// Writes (and the mark) waiting for the store.
+    pub fn held_writes(&self) -> usize {
+        self.pending.len() + usize::from(self.pending_mark.is_some())
+    }
+
+    /// Interprets lines whose writes are already in the store (the applied part of a
+    /// transcript being applied again, up to its mark), so the lines after them are
+    /// interpreted exactly as when they were first observed: sessions, turns, tool
+    /// calls and the dialect are tracked, sessions count as written, but nothing is
+    /// written and no counter or stat moves.
+    pub fn replay_applied(&mut self, lines: &[(Direction, &[u8], Timestamp)]) {
+        let stats = self.stats;
+        self.replaying = true;
+        for (direction, line, observed_at) in lines {
+            self.interpret(*direction, line, *observed_at);
+        }
+        self.replaying = false;
+        self.stats = stats;
+        self.queued_messages.clear();
+        for write in std::mem::take(&mut self.pending) {
+            if let Pending::Session {
+                acp_session_id,
+                creates: true,
+                ..
+            } = write
+                && let Some(state) = self.sessions.get_mut(&acp_session_id)
+                && !state.row_written
+            {
+                // In the store, but not written by this capture: not in `rows_written`.
+                state.row_written = true;
+                state.replayed = true;
+            }
+        }
+    }
+
     /// This capture's subagent-writer counters (AC-26).
     pub fn counters(&self) -> Arc<WriterCounters> {
         self.writer.counters()
@@ -260,7 +349,9 @@ impl Capture {
 
     fn interpret(&mut self, direction: Direction, line: &[u8], observed_at: Timestamp) {
         self.stats.frames_seen += 1;
-        self.frames_seen_metric.increment(1);
+        if !self.replaying {
+            self.frames_seen_metric.increment(1);
+        }
         for event in self.tracker.observe_bytes(direction, line) {
             self.on_event(event, observed_at);
         }
@@ -289,12 +380,16 @@ impl Capture {
             TrackerEvent::Tool(frame) => self.queue_tool_frame(&frame, at),
             TrackerEvent::NotUnderstood { .. } => {
                 self.stats.frames_not_understood += 1;
-                self.not_understood_metric.increment(1);
+                if !self.replaying {
+                    self.not_understood_metric.increment(1);
+                }
             }
             TrackerEvent::Ignored { reason, .. } if reason.is_anomaly() => {
                 self.stats.dialect_anomalies += 1;
-                metrics::counter!(DIALECT_ANOMALIES_METRIC, "reason" => reason.as_str())
-                    .increment(1);
+                if !self.replaying {
+                    metrics::counter!(DIALECT_ANOMALIES_METRIC, "reason" => reason.as_str())
+                        .increment(1);
+                }
             }
             TrackerEvent::SessionUpdate { .. } | TrackerEvent::Ignored { .. } => {}
         }
@@ -380,8 +475,11 @@ impl Capture {
             // Re-opening (session/load) is news about the row: rewrite it.
             if state.row_written {
                 state.row_written = false;
-                // Never below zero: it was counted when the flag was set.
-                self.rows_written = self.rows_written.saturating_sub(1);
+                // Never below zero: it was counted when the flag was set (unless a
+                // replay set it).
+                if !std::mem::take(&mut state.replayed) {
+                    self.rows_written = self.rows_written.saturating_sub(1);
+                }
             }
         }
         self.ensure_session_row(acp_session_id, at, true);
@@ -472,6 +570,11 @@ impl Capture {
         } else {
             self.ensure_session_row(&frame.acp_session_id, at, false)
         };
+        if self.replaying {
+            // The tracker has taken the frame and the session is known: that is all a
+            // replay needs (the message and subagent writes are in the store).
+            return;
+        }
         let Some(task_id) = task_id else {
             if !frame.acp_session_id.is_empty() {
                 self.count_without_task();
@@ -604,17 +707,90 @@ impl Capture {
         // otherwise the next import would skip what this one failed to write.
         let mut any_failed = false;
         for write in &pending {
-            let result = match write.op() {
-                WriteOp::Session(record) => self.store.upsert_session(record).await,
-                WriteOp::Turn(record) => self.store.upsert_turn(record).await,
-                WriteOp::Message(record) => self.store.upsert_message(record).await,
-                WriteOp::Subagent(record) => self.store.upsert_subagent(record).await,
-                WriteOp::Usage(record) => self.store.upsert_usage(record).await,
-                WriteOp::ImportFile(_) if any_failed => continue,
-                WriteOp::ImportFile(record) => self.store.upsert_import_file(record).await,
-            };
+            if any_failed && matches!(write, Pending::ImportFile { .. }) {
+                continue;
+            }
+            let result = self.write_one(write).await;
             any_failed |= result.is_err();
             self.settle(write, result.as_ref().err());
+        }
+    }
+
+    /// [`Capture::apply_batch`]'s commit: the queued writes and the mark as one batch;
+    /// on a transient failure all of them stay queued, on another one they are written
+    /// one by one (a transient failure on the way holds that write and the rest).
+    async fn flush_holding(&mut self) -> Result<(), Held> {
+        if self.pending.is_empty() && self.pending_mark.is_none() {
+            return Ok(());
+        }
+        let result = {
+            let mut ops: Vec<WriteOp<'_>> = self.pending.iter().map(Pending::op).collect();
+            ops.extend(self.pending_mark.as_ref().map(WriteOp::TranscriptMark));
+            self.store.write_batch(&ops).await
+        };
+        let error = match result {
+            Ok(()) => {
+                self.queued_messages.clear();
+                for write in std::mem::take(&mut self.pending) {
+                    self.settle(&write, None);
+                }
+                self.pending_mark = None;
+                return Ok(());
+            }
+            Err(error) if error.is_transient() => return Err(self.held(error)),
+            Err(error) => error,
+        };
+        tracing::debug!(writes = self.pending.len(), %error, "group commit failed; writing record by record");
+        self.queued_messages.clear();
+        let mut writes = std::mem::take(&mut self.pending).into_iter();
+        while let Some(write) = writes.next() {
+            match self.write_one(&write).await {
+                Err(error) if error.is_transient() => {
+                    self.pending = std::iter::once(write).chain(writes).collect();
+                    return Err(self.held(error));
+                }
+                result => self.settle(&write, result.as_ref().err()),
+            }
+        }
+        if let Some(mark) = self.pending_mark.take() {
+            match self
+                .store
+                .write_batch(&[WriteOp::TranscriptMark(&mark)])
+                .await
+            {
+                Ok(()) => {}
+                Err(error) if error.is_transient() => {
+                    self.pending_mark = Some(mark);
+                    return Err(self.held(error));
+                }
+                // The writes it covers are settled; only the mark is missing, so applying
+                // the transcript again rewrites them (merges, the same rows).
+                Err(error) => tracing::warn!(
+                    execution_id = %mark.execution_id,
+                    %error,
+                    "cannot record how far the transcript is applied"
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// One queued write on its own (its own statement and commit).
+    async fn write_one(&self, write: &Pending) -> Result<(), StoreError> {
+        match write {
+            Pending::Session { record, .. } => self.store.upsert_session(record).await,
+            Pending::Turn { record, .. } => self.store.upsert_turn(record).await,
+            Pending::Message { record, .. } => self.store.upsert_message(record).await,
+            Pending::Subagent { record } => self.store.upsert_subagent(record).await,
+            Pending::Usage { record } => self.store.upsert_usage(record).await,
+            Pending::ImportFile { record } => self.store.upsert_import_file(record).await,
+        }
+    }
+
+    fn held(&self, error: StoreError) -> Held {
+        Held {
+            error,
+            writes: self.held_writes(),
         }
     }
 
@@ -712,6 +888,7 @@ impl Capture {
                 cwd: None,
                 started_at: at,
                 row_written: false,
+                replayed: false,
                 open_turn: None,
             },
         );
@@ -819,7 +996,9 @@ impl Capture {
 
     fn count_without_task(&mut self) {
         self.stats.frames_without_task += 1;
-        self.without_task_metric.increment(1);
+        if !self.replaying {
+            self.without_task_metric.increment(1);
+        }
     }
 
     fn store_error(

@@ -10,9 +10,10 @@
 //!
 //! Must not know: processes, pipes, HTTP, terminals or any presentation. Callers hand
 //! it complete lines with their observation time ([`Capture::observe`]); it hands
-//! typed records to [`fanout_store::Store`], the store's write seam (it never reads
-//! the database back). Nothing here fails its caller: store errors are WARN logs and
-//! counters.
+//! typed records to [`fanout_store::Store`], the store's write seam (it reads back only
+//! how far a transcript is applied). Nothing here fails its caller: store errors are
+//! WARN logs and counters, and writes the store cannot take now are held for it
+//! ([`Capture::apply_batch`]).
 //!
 //! Identities are deterministic (UUID v5), so replaying the same traffic (re-import)
 //! lands on the same rows:
@@ -45,9 +46,10 @@ mod ids;
 pub mod import;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transcript;
 mod writer;
 
-pub use capture::{Capture, CaptureConfig, CaptureStats};
+pub use capture::{Capture, CaptureConfig, CaptureStats, Held};
 pub use counters::{
     CounterSnapshot, DIALECT_ANOMALIES_METRIC, FRAMES_NOT_UNDERSTOOD_METRIC, FRAMES_SEEN_METRIC,
     FRAMES_WITHOUT_TASK_METRIC, Outcome, STORE_ERRORS_METRIC, SUBAGENT_CONTEXT_METRIC,

@@ -428,6 +428,9 @@ impl Store for FailingSubagentStore {
         }
         self.0.write_batch(ops).await
     }
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        self.0.transcript_applied(execution_id).await
+    }
 }
 
 async fn a_failed_subagent_write_counts_failed_and_the_rest_still_happens(db: TestDb) {

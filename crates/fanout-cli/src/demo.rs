@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use fanout_harness::Scenario;
-use fanout_harness::acp::{AgentCommand, DrivePlan, drive};
+use fanout_harness::acp::{AgentCommand, DrivePlan, ExitPolicy, drive};
 use fanout_harness::scenario::{Placeholders, default_replay_command};
 use fanout_harness::snapshot::API_KEY_VARS;
 use fanout_replay::ScenarioScripts;
@@ -74,7 +74,14 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
     let task = format!("fanout-demo-{}", started.as_millis());
+    // The agent runs in the scenario's workspace, so a relative SQLite path would name a
+    // file there: the proxy gets the absolute one the report below opens.
     let db = args.db.url();
+    let db = if db.starts_with("sqlite:") {
+        fanout_store::store_identity(&db)
+    } else {
+        db
+    };
     let command = proxied_agent(&fanout, work.path(), &db, &task, &scenario_dir, &scripts);
     let outcome = drive(
         &command,
@@ -83,6 +90,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
             prompts: scenario.prompts.clone(),
             client_subagents: scenario.client_subagents,
             timeout: scenario.timeout,
+            exit: ExitPolicy::Clean,
         },
     )
     .await
@@ -106,6 +114,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     report::run(ReportArgs {
         db: args.db,
+        prices: crate::look::PriceArgs { prices: None },
         task: Some(task),
         session: None,
         since: None,
@@ -129,12 +138,12 @@ fn proxied_agent(
     scenario_dir: &Path,
     scripts: &ScenarioScripts,
 ) -> AgentCommand {
-    let agent = Placeholders {
+    let agent = Placeholders::new(
         fanout,
-        scenario: scenario_dir,
-        sessions_root: &work.join("sessions"),
-        model: scripts.recorded_model().unwrap_or("replay"),
-    }
+        scenario_dir,
+        &work.join("sessions"),
+        scripts.recorded_model().unwrap_or("replay"),
+    )
     .substitute(&default_replay_command());
     let mut args: Vec<String> = [
         "proxy",
@@ -153,6 +162,7 @@ fn proxied_agent(
         args,
         env_remove: API_KEY_VARS.map(String::from).to_vec(),
         env: vec![(DATABASE_URL_ENV.to_string(), db.to_string())],
+        env_clear: false,
     }
 }
 

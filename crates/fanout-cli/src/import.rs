@@ -11,8 +11,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use fanout_capture::import::{
-    ImportProgress, ImportSummary, KnownFiles, LineError, default_roots, import_default_histories,
-    import_paths_incremental,
+    ImportProgress, ImportSummary, KnownFiles, LineError, catch_up_pending, default_roots,
+    import_default_histories, import_paths_incremental,
 };
 use fanout_store::Store;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -21,11 +21,12 @@ use crate::output::{DbArgs, Format};
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// Files or directories (walked for *.jsonl), each file recognised by its shape:
-    /// fanout transcripts, Claude Code session folders (`<id>.jsonl` with
+    /// Files or directories (walked for *.transcript and *.jsonl), each file recognised
+    /// by its shape: fanout transcripts, Claude Code session folders (`<id>.jsonl` with
     /// `<id>/subagents/…`) and Codex rollouts. None: every harness's default history
     /// (`$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`, `$CODEX_HOME/sessions`
-    /// or `~/.codex/sessions`).
+    /// or `~/.codex/sessions`). Proxy transcripts in the default place that are not yet
+    /// wholly in this store are written too.
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
@@ -58,6 +59,26 @@ pub async fn run(args: ImportArgs) -> Result<ExitCode> {
     };
     if let Some(bar) = bar {
         bar.bar.finish_and_clear();
+    }
+    // What a proxy left not wholly in this store (DESIGN 7): written now, no one asked.
+    let transcripts = fanout_types::default_data_dir().join("transcripts");
+    let identity = fanout_store::store_identity(&args.db.url());
+    let caught_up = catch_up_pending(
+        Arc::clone(&store) as Arc<dyn Store>,
+        &transcripts,
+        &identity,
+    )
+    .await;
+    if !caught_up.files.is_empty() {
+        eprintln!(
+            "fanout: also wrote {} line(s) of {} proxy transcript(s) in {} that were not yet in the store",
+            caught_up.lines_applied(),
+            caught_up.files.len(),
+            transcripts.display()
+        );
+    }
+    for failure in &caught_up.failed {
+        eprintln!("fanout: {}", failure.error);
     }
     for failure in &summary.failed_files {
         eprintln!("fanout: {}", failure.error);

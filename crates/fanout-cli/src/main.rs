@@ -5,13 +5,17 @@ mod demo;
 mod gen_history;
 mod health;
 mod import;
+mod look;
 mod migrate;
 mod output;
 mod proxy;
 mod replay;
 mod report;
 mod serve;
+mod sessions;
+mod show;
 mod snapshot;
+mod web;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -46,8 +50,12 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run an ACP agent behind the capture proxy: forwards every byte, records every subagent.
     Proxy(proxy::ProxyArgs),
-    /// Read-only HTTP metrics of the proxies on this machine: /metrics, /debug/vars, /healthz.
+    /// Read-only web UI (sessions, trees, timelines, report; live) and /metrics, on loopback.
     Serve(serve::ServeArgs),
+    /// List sessions, newest first: harness, task, turns, subagents, tokens, cost, source.
+    Sessions(sessions::SessionsArgs),
+    /// One session as a tree of turns and subagent invocations, with usage, cost and a timeline.
+    Show(show::ShowArgs),
     /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
     Import(import::ImportArgs),
     /// Write a synthetic Claude Code history (the import bench's input).
@@ -106,6 +114,8 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         Command::GenClaudeHistory(args) => {
             gen_history::run(&args).map(|()| std::process::ExitCode::SUCCESS)
         }
+        Command::Sessions(args) => sessions::run(args).await,
+        Command::Show(args) => show::run(args).await,
     }
 }
 

@@ -41,8 +41,9 @@ pub struct ProxyArgs {
     /// process group is terminated (0: wait as long as it runs).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub eof_grace_secs: u64,
-    /// At exit, seconds capture may take to write what is still queued (the rest is
-    /// in the transcript).
+    /// At exit, seconds capture may take to write what the store does not have yet
+    /// (it may be coming back); the rest stays in the transcript, and the next proxy or
+    /// import on the same store writes it.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub drain_timeout_secs: u64,
     /// The agent command and its arguments, after `--`.
@@ -116,7 +117,7 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
 }
 
 /// Tells the user, on stderr, about anything that did not reach the store and where
-/// to find it; says nothing when everything did.
+/// it is; says nothing when everything did.
 fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
     for note in what_was_lost(outcome, database_url) {
         eprintln!("fanout proxy: {note}");
@@ -127,53 +128,52 @@ fn say_what_was_lost(outcome: &ProxyOutcome, database_url: &str) {
 fn what_was_lost(outcome: &ProxyOutcome, database_url: &str) -> Vec<String> {
     let mut notes = Vec::new();
     let store = fanout_store::redact_url(database_url);
+    if outcome.frames_caught_up > 0 {
+        notes.push(format!(
+            "wrote {} line(s) of earlier runs' transcripts that were not yet in {store}",
+            outcome.frames_caught_up
+        ));
+    }
     if outcome.frames_dropped > 0 {
         notes.push(format!(
             "{} line(s) were dropped because a queue was full (forwarding was not affected); they are in neither the store nor the transcript",
             outcome.frames_dropped
         ));
     }
-    let transcript = outcome.transcript.as_ref().map(|p| p.display().to_string());
-    let replay = |path: &str| format!("`fanout import --db {store} {path}`");
-    // A failed transcript write may have cost it a line, so it is only said to have
-    // every line when none failed.
-    let incomplete = (outcome.transcript_errors > 0).then(|| {
-        format!(
+    if outcome.transcript_errors > 0 {
+        notes.push(format!(
             "the transcript is incomplete ({} write(s) to it failed)",
             outcome.transcript_errors
-        )
-    });
-    let has = if outcome.frames_dropped > 0 {
-        "every line but the dropped ones"
-    } else {
-        "every line"
-    };
-    let missing = outcome.frames_transcript_only
-        + outcome.frames_unprocessed
-        + outcome.counters.failed
-        + outcome.capture.store_errors;
-    if !outcome.store_connected {
-        let unavailable = format!("the store {store} was not available");
-        notes.push(match (&transcript, &incomplete) {
-            (Some(path), None) => format!(
-                "{unavailable}; nothing was recorded in it. The transcript has {has}: {} once it is back",
-                replay(path)
+        ));
+    }
+    let refused = outcome.counters.failed + outcome.capture.store_errors;
+    if refused > 0 {
+        notes.push(format!(
+            "{refused} write(s) were refused by the store {store} (see the warnings above)"
+        ));
+    }
+    if !outcome.store_connected && outcome.frames_unprocessed == 0 {
+        notes.push(format!(
+            "the store {store} was not available; nothing this run saw needed writing to it"
+        ));
+    }
+    if outcome.frames_unprocessed > 0 {
+        let why = if outcome.store_connected {
+            "capture did not finish in time"
+        } else {
+            "the store was not available"
+        };
+        notes.push(match &outcome.transcript {
+            Some(path) => format!(
+                "{} line(s) are not in the store {store} yet ({why}). They are in the transcript {}, and the next `fanout proxy` or `fanout import` on this store writes them (to do it now: `fanout import --db {store} {}`)",
+                outcome.frames_unprocessed,
+                path.display(),
+                path.display()
             ),
-            (Some(path), Some(incomplete)) => format!(
-                "{unavailable}; nothing was recorded in it, and {incomplete}: once it is back, {} records what the transcript has",
-                replay(path)
+            None => format!(
+                "{} line(s) did not reach the store {store} ({why}) and there is no transcript: they were not recorded",
+                outcome.frames_unprocessed
             ),
-            (None, _) => format!("{unavailable} and there is no transcript: this run was not recorded"),
-        });
-    } else if missing > 0 {
-        let lost = format!("{missing} line(s) or write(s) did not reach the store {store}");
-        notes.push(match (&transcript, &incomplete) {
-            (Some(path), None) => format!("{lost}; the transcript has them: {}", replay(path)),
-            (Some(path), Some(incomplete)) => format!(
-                "{lost}, and {incomplete}, so some may be in neither: {} records what the transcript has",
-                replay(path)
-            ),
-            (None, _) => lost,
         });
     }
     notes
@@ -189,62 +189,65 @@ mod tests {
 
     const DB: &str = "sqlite:///tmp/fanout.db";
 
-    fn outcome(
-        store_connected: bool,
-        transcript_only: u64,
-        transcript_errors: u64,
-    ) -> ProxyOutcome {
+    fn outcome(store_connected: bool, unprocessed: u64, transcript: bool) -> ProxyOutcome {
         ProxyOutcome {
             exit: AgentExit::Code(0),
             execution_id: "exec-1".to_owned(),
-            transcript: Some(PathBuf::from("/tmp/t.jsonl")),
+            transcript: transcript.then(|| PathBuf::from("/tmp/t.transcript")),
             frames_dropped: 0,
-            frames_transcript_only: transcript_only,
-            frames_unprocessed: 0,
+            frames_unprocessed: unprocessed,
+            complete: unprocessed == 0,
             store_connected,
             store_errors: 0,
-            transcript_errors,
+            transcript_errors: 0,
+            frames_caught_up: 0,
             counters: Default::default(),
             capture: Default::default(),
         }
     }
 
     #[test]
-    fn a_complete_transcript_is_said_to_have_every_line() {
-        let down = what_was_lost(&outcome(false, 0, 0), DB);
+    fn lines_not_yet_in_the_store_are_said_to_be_written_by_the_next_run() {
+        let down = what_was_lost(&outcome(false, 12, true), DB);
         assert_eq!(down.len(), 1, "{down:?}");
-        assert!(down[0].contains("was not available"), "{down:?}");
         assert!(
-            down[0].contains("The transcript has every line: `fanout import --db"),
+            down[0].starts_with("12 line(s) are not in the store"),
             "{down:?}"
         );
-        let behind = what_was_lost(&outcome(true, 3, 0), DB);
-        assert_eq!(behind.len(), 1, "{behind:?}");
+        assert!(down[0].contains("the store was not available"), "{down:?}");
         assert!(
-            behind[0].contains("3 line(s) or write(s) did not reach the store"),
-            "{behind:?}"
+            down[0]
+                .contains("the next `fanout proxy` or `fanout import` on this store writes them"),
+            "{down:?}"
         );
         assert!(
-            behind[0].contains("the transcript has them: `fanout import"),
-            "{behind:?}"
+            down[0].contains("`fanout import --db sqlite:///tmp/fanout.db /tmp/t.transcript`"),
+            "{down:?}"
         );
-        assert!(what_was_lost(&outcome(true, 0, 0), DB).is_empty());
+        let lost = what_was_lost(&outcome(true, 3, false), DB);
+        assert!(
+            lost[0].contains("there is no transcript: they were not recorded"),
+            "{lost:?}"
+        );
+        assert!(what_was_lost(&outcome(true, 0, true), DB).is_empty());
     }
 
     #[test]
-    fn failed_transcript_writes_make_it_incomplete() {
-        for lost in [
-            what_was_lost(&outcome(false, 0, 2), DB),
-            what_was_lost(&outcome(true, 3, 2), DB),
-        ] {
-            assert_eq!(lost.len(), 1, "{lost:?}");
-            assert!(
-                lost[0].contains("the transcript is incomplete (2 write(s) to it failed)"),
-                "{lost:?}"
-            );
-            assert!(lost[0].contains("`fanout import --db"), "{lost:?}");
-            assert!(!lost[0].contains("every line"), "{lost:?}");
-            assert!(!lost[0].contains("has them"), "{lost:?}");
-        }
+    fn failed_transcript_writes_and_refused_writes_are_said() {
+        let mut broken = outcome(true, 0, true);
+        broken.transcript_errors = 2;
+        broken.capture.store_errors = 1;
+        broken.frames_caught_up = 7;
+        let notes = what_was_lost(&broken, DB);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(
+            notes[0].contains("wrote 7 line(s) of earlier runs' transcripts"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].contains("the transcript is incomplete (2 write(s) to it failed)"),
+            "{notes:?}"
+        );
+        assert!(notes[2].contains("1 write(s) were refused"), "{notes:?}");
     }
 }

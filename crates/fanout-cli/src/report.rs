@@ -7,6 +7,9 @@ mod csv;
 mod html;
 mod json;
 mod table;
+pub(crate) mod usage;
+
+pub(crate) use table::terminal_width;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +46,8 @@ is counted as such, never as 0.";
 pub struct ReportArgs {
     #[command(flatten)]
     pub db: DbArgs,
+    #[command(flatten)]
+    pub prices: crate::look::PriceArgs,
     /// Only this task's turns and subagents.
     #[arg(long, value_name = "ID", conflicts_with_all = ["session", "since", "until"])]
     pub task: Option<String>,
@@ -64,7 +69,7 @@ pub struct ReportArgs {
 }
 
 /// RFC 3339 with any offset, or a bare date meaning its UTC midnight.
-fn parse_instant(text: &str) -> Result<Timestamp, String> {
+pub(crate) fn parse_instant(text: &str) -> Result<Timestamp, String> {
     Timestamp::parse(text)
         .or_else(|_| Timestamp::parse(&format!("{}T00:00:00Z", text.trim())))
         .map_err(|_| format!("not a timestamp: {text:?} (expected RFC 3339, e.g. 2026-08-10T09:00:00Z, or YYYY-MM-DD)"))
@@ -103,25 +108,74 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(crate::output::EXIT_USAGE));
         }
     };
+    let prices = args.prices.load()?;
     let store = args.db.open_existing().await?;
-    let report = store
-        .fanout_report(&scope)
-        .await
-        .context("computing the fan-out report")?;
+    let both = async {
+        let report = store
+            .fanout_report(&scope)
+            .await
+            .context("computing the fan-out report")?;
+        let usage = usage_report_of(&store, &scope, &prices).await?;
+        anyhow::Ok((report, usage))
+    }
+    .await;
     let database = format!("{} ({})", store.target(), store.engine());
     store.close().await;
+    let (report, usage) = both?;
     if let Some(path) = &args.html {
-        std::fs::write(path, html::page(&report, &database))
+        let page = crate::look::pages::Pages::new()?.report_page(
+            &usage,
+            &crate::output::scope_label(&scope),
+            Some(html::fragment(&report, &database)),
+            false,
+        )?;
+        std::fs::write(path, page)
             .with_context(|| format!("writing the HTML report to {}", path.display()))?;
         eprintln!("fanout: wrote the HTML report to {}", path.display());
     }
     let text = match args.format {
-        ReportFormat::Table => table::render(&report, &database, table::terminal_width()),
-        ReportFormat::Json => json::render(&report)?,
-        ReportFormat::Csv => csv::render(&report),
+        ReportFormat::Table => {
+            let width = terminal_width();
+            table::render(&report, &database, width) + &usage::table(&usage, width)
+        }
+        ReportFormat::Json => json::render(&report, &usage)?,
+        ReportFormat::Csv => {
+            let mut text = csv::render(&report);
+            for (section, key, value) in usage::csv_rows(&usage) {
+                text.push_str(&format!(
+                    "{},{},{}\n",
+                    csv::field(&section),
+                    csv::field(&key),
+                    csv::field(&value)
+                ));
+            }
+            text
+        }
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The fan-out report's HTML sections, for the shared report template.
+pub(crate) fn fanout_fragment(report: &fanout_store::FanoutReport, database: &str) -> String {
+    html::fragment(report, database)
+}
+
+/// The usage report over `scope`, priced with `prices`.
+pub(crate) async fn usage_report_of(
+    store: &fanout_store::SqlStore,
+    scope: &ReportScope,
+    prices: &fanout_store::PriceTable,
+) -> Result<fanout_store::UsageReport> {
+    let rows = store
+        .subagents_in(scope)
+        .await
+        .context("reading the subagent rows")?;
+    let cells = store
+        .usage_cells(scope)
+        .await
+        .context("reading the usage ledger")?;
+    Ok(fanout_store::usage_report(rows, &cells, prices))
 }
 
 /// A number of the report for people: integers as they are, fractions to two places.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fanout_agent::{AgentArgs, ProviderRegistry};
 use fanout_harness::Scenario;
-use fanout_harness::snapshot::{self, FileCheck, RecordProvider, RunMode};
+use fanout_harness::snapshot::{self, CassetteRecording, FileCheck, RecordProvider, RunMode};
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
@@ -30,7 +30,9 @@ enum SnapshotCommand {
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
     },
-    /// Run each scenario against a live provider and write its expected files.
+    /// Run each scenario against a live provider and write its expected files
+    /// (a third-party agent's scenario: through `replay record` against
+    /// --upstream, writing its cassette).
     Record(RecordArgs),
 }
 
@@ -52,6 +54,13 @@ struct RecordArgs {
     /// Provider base URL.
     #[arg(long)]
     base_url: Option<String>,
+    /// For scenarios that replay a cassette: the model API to record from
+    /// (through the recording proxy).
+    #[arg(long, conflicts_with_all = ["script", "base_url"])]
+    upstream: Option<String>,
+    /// Replace a cassette that is already recorded.
+    #[arg(long, requires = "upstream")]
+    force: bool,
 }
 
 pub async fn run(args: SnapshotArgs) -> Result<std::process::ExitCode> {
@@ -80,6 +89,22 @@ pub async fn run(args: SnapshotArgs) -> Result<std::process::ExitCode> {
         SnapshotCommand::Refresh { scenarios } => {
             for dir in &scenarios {
                 write(&fanout, dir, &RunMode::Replay, "refreshed").await?;
+            }
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        SnapshotCommand::Record(args) if args.upstream.is_some() => {
+            let recording = CassetteRecording {
+                upstream: args.upstream.clone().unwrap_or_default(),
+                force: args.force,
+            };
+            for dir in &args.scenarios {
+                write(
+                    &fanout,
+                    dir,
+                    &RunMode::RecordCassette(recording.clone()),
+                    "recorded",
+                )
+                .await?;
             }
             Ok(std::process::ExitCode::SUCCESS)
         }
@@ -127,7 +152,10 @@ async fn check(fanout: &Path, dir: &Path) -> Result<bool> {
         .await
         .with_context(|| format!("snapshot {}", dir.display()))?;
     let checks = snapshot::compare(dir, &run)?;
-    let differing = checks.iter().filter(|c| !c.is_same()).count();
+    for miss in &run.misses {
+        println!("MISS    {}: {miss}", dir.display());
+    }
+    let differing = checks.iter().filter(|c| !c.is_same()).count() + run.misses.len();
     for check in &checks {
         match check {
             FileCheck::Same { name } => println!("ok      {}", dir.join(name).display()),
@@ -150,12 +178,20 @@ async fn check(fanout: &Path, dir: &Path) -> Result<bool> {
     }
     if differing == 0 {
         println!("{}: {} file(s) match", dir.display(), checks.len());
-    } else {
+    } else if run.misses.is_empty() {
         println!(
             "{}: {differing} of {} file(s) differ (`fanout snapshot refresh {}` accepts the run)",
             dir.display(),
             checks.len(),
             dir.display()
+        );
+    } else {
+        println!(
+            "{}: {} request(s) found no recorded answer, {} of {} file(s) differ",
+            dir.display(),
+            run.misses.len(),
+            differing - run.misses.len(),
+            checks.len()
         );
     }
     Ok(differing == 0)
@@ -166,6 +202,14 @@ async fn write(fanout: &Path, dir: &Path, mode: &RunMode, verb: &str) -> Result<
     let run = snapshot::run(&scenario, fanout, mode)
         .await
         .with_context(|| format!("snapshot {}", dir.display()))?;
+    if !run.misses.is_empty() {
+        anyhow::bail!(
+            "snapshot {}: {} request(s) found no recorded answer, nothing written:\n{}",
+            dir.display(),
+            run.misses.len(),
+            run.misses.join("\n")
+        );
+    }
     let written = snapshot::write_expected(dir, &run)?;
     println!("{}: {verb} {}", dir.display(), written.join(", "));
     Ok(())

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fanout_store::{SqlStore, SubagentRow};
+use proxy_support::session::{self, agent_lines};
 use proxy_support::{Running, fanout};
 use serde_json::{Value, json};
 
@@ -18,39 +19,9 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Every complete line the agent has written so far, as JSON.
-fn agent_lines(stdout: &[u8]) -> Vec<Value> {
-    let mut lines: Vec<&[u8]> = stdout.split(|b| *b == b'\n').collect();
-    // What follows the last newline: nothing, or a line still being written.
-    lines.pop();
-    lines
-        .into_iter()
-        .map(|line| serde_json::from_slice(line).expect("agent writes JSON lines"))
-        .collect()
-}
-
-/// The response to request `id` among `lines`.
-fn response(lines: &[Value], id: u64) -> Option<&Value> {
-    lines
-        .iter()
-        .find(|message| message["id"] == json!(id) && message.get("method").is_none())
-}
-
 /// Sends one request and waits (at most [`LIMIT`]) for its response.
 fn request(proxy: &mut Running, id: u64, method: &str, params: Value) -> Value {
-    let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    assert!(
-        proxy.write(format!("{line}\n").as_bytes()),
-        "the proxy stopped reading before {method}: {}",
-        proxy.stderr()
-    );
-    proxy.wait_for(&format!("the answer to {method}"), LIMIT, |out, _| {
-        response(&agent_lines(out), id).is_some()
-    });
-    let lines = agent_lines(&proxy.stdout());
-    let message = response(&lines, id).expect("answered");
-    assert!(message.get("error").is_none(), "{method}: {message}");
-    message["result"].clone()
+    session::request(proxy, id, method, params, LIMIT)
 }
 
 /// The `durationMs` the agent reported in the settling `_meta.fanout.subagent` of a call.

@@ -52,3 +52,29 @@ fn demo_captures_two_subagents_in_one_turn_and_reports_them() {
     assert_eq!(report["by_type"][0]["value"], "reviewer");
     assert!(String::from_utf8_lossy(&output.stderr).contains("fanout demo:"));
 }
+
+#[test]
+fn demo_with_the_default_relative_database_writes_fanout_db_where_it_was_run() {
+    // The README's command: no --db, so `sqlite://fanout.db`, relative to the user's
+    // directory, not to the scenario workspace the agent runs in.
+    let tmp = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fanout"))
+        .args(["demo", "--format", "json"])
+        .current_dir(tmp.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("FANOUT_DATABASE_URL")
+        .output()
+        .expect("run fanout demo");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("stdout is the JSON report");
+    assert_eq!(report["subagents"]["total"], 2);
+    assert!(
+        tmp.path().join("fanout.db").is_file(),
+        "./fanout.db was written"
+    );
+}

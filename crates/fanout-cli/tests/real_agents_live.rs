@@ -104,8 +104,13 @@ fn proxy_execution(dir: &Path) -> String {
         .map(|entry| entry.expect("entry").path())
         .collect();
     assert_eq!(files.len(), 1, "one execution, one transcript: {files:?}");
-    let transcript = Transcript::read(&files[0]).expect("the proxy's transcript");
-    transcript.header["executionId"]
+    // The header is the first line of either transcript version (v2 frames raw chunks
+    // after it, so the file as a whole is not JSON lines).
+    let text = std::fs::read(&files[0]).expect("the proxy's transcript");
+    let first = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let header: serde_json::Value =
+        serde_json::from_slice(first).expect("the transcript's header line is JSON");
+    header["executionId"]
         .as_str()
         .expect("an execution id")
         .to_owned()

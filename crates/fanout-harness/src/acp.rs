@@ -1,7 +1,11 @@
 //! A minimal ACP client that drives an agent process over stdio: `initialize`,
 //! `session/new`, then each prompt as `session/prompt`, recording every line
 //! both ways. Requests the agent makes of the client are refused with
-//! method-not-found (a snapshot client offers no capabilities).
+//! method-not-found (a snapshot client offers no capabilities). After the
+//! prompts it keeps reading until the caller's settle condition holds (a
+//! third-party agent's subagents and side calls may still be running), then
+//! closes stdin; the agent runs in its own process group, which is ended
+//! with it.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -93,6 +97,8 @@ pub struct AgentCommand {
     /// Environment variables set for the agent: for values that must not show
     /// on its command line (`ps`), such as a database URL with a password.
     pub env: Vec<(String, String)>,
+    /// Start from an empty environment (then `env` only).
+    pub env_clear: bool,
 }
 
 impl AgentCommand {
@@ -104,6 +110,7 @@ impl AgentCommand {
             args: args.to_vec(),
             env_remove: Vec::new(),
             env: Vec::new(),
+            env_clear: false,
         })
     }
 }
@@ -119,6 +126,19 @@ pub struct DrivePlan {
     pub client_subagents: bool,
     /// How long to wait for any one message.
     pub timeout: Duration,
+    /// How the agent must end once its stdin is closed.
+    pub exit: ExitPolicy,
+}
+
+/// What is expected of the agent after the prompts, once its stdin is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitPolicy {
+    /// It exits by itself, successfully, within a grace period (fanout's own
+    /// agent: anything else is a failure).
+    Clean,
+    /// It is given a moment, then its process group is ended; its exit status
+    /// says nothing (third-party agents often wait for more input).
+    Ended,
 }
 
 /// Which way a transcript line went.
@@ -161,16 +181,34 @@ struct Connection {
     stderr: tokio::task::JoinHandle<String>,
 }
 
+/// How long a third-party agent gets to exit once its stdin is closed.
+const ENDED_GRACE: Duration = Duration::from_secs(3);
+
 /// Starts `command`, runs the plan over ACP, closes stdin and waits for the
 /// agent to exit (successfully, or it is an error).
 pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutcome, DriveError> {
+    drive_until(command, plan, std::future::ready(())).await
+}
+
+/// [`drive`], reading on after the prompts until `settled` resolves.
+pub async fn drive_until(
+    command: &AgentCommand,
+    plan: &DrivePlan,
+    settled: impl Future<Output = ()>,
+) -> Result<DriveOutcome, DriveError> {
     let mut process = Command::new(&command.program);
     process
         .args(&command.args)
+        .current_dir(&plan.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    #[cfg(unix)]
+    process.process_group(0);
+    if command.env_clear {
+        process.env_clear();
+    }
     for var in &command.env_remove {
         process.env_remove(var);
     }
@@ -179,12 +217,19 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
         program: command.program.display().to_string(),
         error,
     })?;
+    let group = child.id();
     let mut conn = Connection::attach(&mut child, plan.timeout)?;
-    let result = conn.run(plan).await;
+    let mut result = conn.run(plan).await;
+    if result.is_ok()
+        && let Err(err) = conn.read_until(settled).await
+    {
+        result = Err(err);
+    }
     let (session_id, stop_reasons) = match result {
         Ok(done) => done,
         Err(err) => {
             // The agent is stuck or gone: stop it, and surface its stderr.
+            end_group(group);
             let _ = child.start_kill();
             let _ = child.wait().await;
             let stderr = conn.stderr.await.unwrap_or_default();
@@ -195,6 +240,32 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
         }
     };
     drop(conn.stdin.take());
+    if plan.exit == ExitPolicy::Ended {
+        // Lines written while it winds down are kept; then the group ends.
+        let _ = tokio::time::timeout(ENDED_GRACE, async {
+            while let Ok(Some(line)) = conn.stdout.next_line().await {
+                conn.transcript.push(TranscriptLine {
+                    direction: Direction::Received,
+                    text: line,
+                });
+            }
+        })
+        .await;
+        end_group(group);
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        let stderr_tail = tokio::time::timeout(ENDED_GRACE, conn.stderr)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        return Ok(DriveOutcome {
+            transcript: conn.transcript,
+            session_id,
+            stop_reasons,
+            stderr_tail,
+        });
+    }
     // The agent must not say anything after its stdin closes; if it does, the
     // lines belong in the transcript.
     let exited = tokio::time::timeout(EXIT_GRACE, async {
@@ -210,6 +281,7 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
     let status = match exited {
         Ok(status) => status?,
         Err(_) => {
+            end_group(group);
             let _ = child.start_kill();
             let _ = child.wait().await;
             let stderr = conn.stderr.await.unwrap_or_default();
@@ -235,6 +307,23 @@ pub async fn drive(command: &AgentCommand, plan: &DrivePlan) -> Result<DriveOutc
         stop_reasons,
         stderr_tail,
     })
+}
+
+/// Ends the agent's process group (it was made the leader of its own), so no
+/// helper process it started outlives it or holds its pipes open.
+// The standard library has no killpg.
+#[allow(unsafe_code)]
+fn end_group(group: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(group) = group.and_then(|pid| i32::try_from(pid).ok()) {
+        // SAFETY: killpg has no memory-safety preconditions; a group that is
+        // already gone is an ESRCH error, ignored.
+        unsafe {
+            libc::killpg(group, libc::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = group;
 }
 
 impl Connection {
@@ -319,6 +408,48 @@ impl Connection {
         Ok((session_id, stop_reasons))
     }
 
+    /// Reads (recording, refusing the agent's requests) until `settled` resolves.
+    async fn read_until(&mut self, settled: impl Future<Output = ()>) -> Result<(), DriveError> {
+        tokio::pin!(settled);
+        loop {
+            let line = tokio::select! {
+                () = &mut settled => return Ok(()),
+                line = self.stdout.next_line() => line,
+            };
+            match line {
+                Ok(Some(line)) => {
+                    self.transcript.push(TranscriptLine {
+                        direction: Direction::Received,
+                        text: line.clone(),
+                    });
+                    if let Ok(Message::Request { id, method, .. }) = classify(&line) {
+                        self.refuse(id, method, "settling").await?;
+                    }
+                }
+                // The agent exited by itself: nothing more will come.
+                Ok(None) => return Ok(()),
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Answers a request of the agent with method-not-found.
+    async fn refuse(
+        &mut self,
+        id: RequestId,
+        method: String,
+        pending: &str,
+    ) -> Result<(), DriveError> {
+        let id = match id {
+            RequestId::Number(n) => Value::Number(n),
+            RequestId::String(s) => Value::String(s),
+        };
+        // The method as JSON text, quoted, as transcripts have always shown it.
+        let refusal = json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32601, "message": format!("method not found: {}", Value::String(method))}});
+        self.send_for(pending, &refusal).await
+    }
+
     async fn send(&mut self, message: &Value) -> Result<(), DriveError> {
         let text = message.to_string();
         let stdin = self
@@ -373,16 +504,7 @@ impl Connection {
                     id: asked_id,
                     method: asked,
                     ..
-                }) => {
-                    let asked_id = match asked_id {
-                        RequestId::Number(n) => Value::Number(n),
-                        RequestId::String(s) => Value::String(s),
-                    };
-                    // The method as JSON text, quoted, as transcripts have always shown it.
-                    let refusal = json!({"jsonrpc": "2.0", "id": asked_id, "error": {
-                        "code": -32601, "message": format!("method not found: {}", Value::String(asked))}});
-                    self.send_for(method, &refusal).await?;
-                }
+                }) => self.refuse(asked_id, asked, method).await?,
                 // A malformed answer to this request (neither result nor error) is a
                 // refusal now, not a timeout later.
                 Err(_) if answers(&line, self.next_id) => return Err(refused(method, line)),
@@ -437,6 +559,7 @@ mod tests {
             prompts: vec!["hi".into()],
             client_subagents: false,
             timeout: Duration::from_secs(10),
+            exit: ExitPolicy::Clean,
         }
     }
 
@@ -446,6 +569,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             env_remove: Vec::new(),
             env: vec![("FANOUT_TEST_REASON".into(), "no model".into())],
+            env_clear: false,
         }
     }
 

@@ -36,9 +36,43 @@ pub enum HarnessError {
         /// What is wrong.
         message: String,
     },
+    /// A cassette file is missing or invalid.
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Cassette {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line, when the problem has one.
+        line: Option<usize>,
+        /// What is wrong.
+        message: String,
+    },
     /// The agent under test could not be driven.
     #[error("{0}")]
     Drive(DriveError),
+    /// `replay record` was asked to write where a cassette already is.
+    #[error("{}: already holds a cassette ({file}); pass --force to replace it", dir.display())]
+    CassetteExists {
+        /// The output directory.
+        dir: PathBuf,
+        /// A cassette file found there.
+        file: String,
+    },
+    /// The upstream URL of `replay record` is unusable.
+    #[error("upstream {url:?}: {message}")]
+    Upstream {
+        /// The URL given.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A scenario's agent installer failed.
+    #[error("installer {}: {message}", script.display())]
+    Install {
+        /// The installer script.
+        script: PathBuf,
+        /// What went wrong (its stderr's end).
+        message: String,
+    },
     /// The HTTP replay server could not listen or serve.
     #[error("replay server on {addr}: {error}")]
     Serve {

@@ -17,7 +17,15 @@ const TIMESTAMP_BASE_MICROS: i64 = 946_684_800_000_000; // 2000-01-01T00:00:00Z
 /// The spacing of normalised timestamps.
 const TIMESTAMP_STEP_MICROS: i64 = 1_000;
 /// JSON keys whose numeric values are wall-clock durations.
-const DURATION_KEYS: [&str; 2] = ["\"durationMs\"", "\"duration_ms\""];
+const DURATION_KEYS: [&str; 3] = ["\"durationMs\"", "\"duration_ms\"", "\"totalDurationMs\""];
+/// A duration written as text (Claude Code's `<usage>` block in a tool result).
+const TEXT_DURATION_KEY: &str = "duration_ms: ";
+/// The shortest run of hex digits numbered as an id (with `number_hex_ids`).
+const MIN_HEX_ID_LEN: usize = 16;
+/// OpenCode's ids (`msg_`, `prt_`, `per_`, `ses_` …): a short lower-case
+/// prefix, `_`, 12 hex digits of time and 14 random alphanumerics.
+const PREFIXED_ID_TIME_LEN: usize = 12;
+const PREFIXED_ID_RANDOM_LEN: usize = 14;
 
 /// Collapses run-specific text to placeholders. Build it once per run (it
 /// numbers UUIDs by first appearance across every document it normalises).
@@ -30,12 +38,26 @@ pub struct Normalizer {
     next_uuid: usize,
     /// Timestamp text -> its rank-mapped canonical text.
     timestamps: HashMap<String, String>,
+    /// Whether runs of hex digits (agent ids, device ids) are numbered too.
+    hex_ids: bool,
+    /// Lower-case hex id -> placeholder.
+    hexes: HashMap<String, String>,
+    /// Prefixed id -> placeholder; prefix -> how many were numbered.
+    prefixed: HashMap<String, String>,
+    prefix_counts: HashMap<String, usize>,
 }
 
 impl Normalizer {
     /// A normaliser with no known paths or ids.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Also numbers standalone runs of 16 or more hex digits (`<hex-N>`, by
+    /// first appearance) and OpenCode-style prefixed ids (`msg_…` ->
+    /// `<msg-N>`): the ids a third-party agent makes up per run.
+    pub fn number_hex_ids(&mut self) {
+        self.hex_ids = true;
     }
 
     /// Replaces every occurrence of `text` (and its JSON-escaped form) with
@@ -149,7 +171,46 @@ impl Normalizer {
                 at += len;
                 continue;
             }
-            if bytes[at] == b'"'
+            if self.hex_ids
+                && boundary_before
+                && let Some((prefix, len)) = prefixed_id_len(&bytes[at..])
+            {
+                out.push_str(&text[copied..at]);
+                let id = &text[at..at + len];
+                let placeholder = match self.prefixed.get(id) {
+                    Some(known) => known.clone(),
+                    None => {
+                        let prefix = &text[at..at + prefix];
+                        let count = self.prefix_counts.entry(prefix.to_string()).or_default();
+                        *count += 1;
+                        let placeholder = format!("<{prefix}-{count}>");
+                        self.prefixed.insert(id.to_string(), placeholder.clone());
+                        placeholder
+                    }
+                };
+                out.push_str(&placeholder);
+                at += len;
+                copied = at;
+                continue;
+            }
+            if self.hex_ids
+                && boundary_before
+                && let Some(len) = hex_id_len(&bytes[at..])
+            {
+                out.push_str(&text[copied..at]);
+                let hex = text[at..at + len].to_ascii_lowercase();
+                let next = self.hexes.len() + 1;
+                let placeholder = self
+                    .hexes
+                    .entry(hex)
+                    .or_insert_with(|| format!("<hex-{next}>"))
+                    .clone();
+                out.push_str(&placeholder);
+                at += len;
+                copied = at;
+                continue;
+            }
+            if (bytes[at] == b'"' || bytes[at] == b'd')
                 && let Some((digits_start, digits_end)) = duration_value(&bytes[at..])
             {
                 out.push_str(&text[copied..at + digits_start]);
@@ -173,6 +234,64 @@ impl Normalizer {
         self.uuids.insert(uuid, placeholder.clone());
         placeholder
     }
+}
+
+/// A standalone run of at least [`MIN_HEX_ID_LEN`] hex digits holding a digit
+/// and a letter (so neither a number nor a word).
+fn hex_id_len(bytes: &[u8]) -> Option<usize> {
+    let len = bytes.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let run = &bytes[..len];
+    let standalone = bytes.get(len).is_none_or(|b| !b.is_ascii_alphanumeric());
+    (len >= MIN_HEX_ID_LEN
+        && standalone
+        && run.iter().any(u8::is_ascii_digit)
+        && run.iter().any(u8::is_ascii_alphabetic))
+    .then_some(len)
+}
+
+/// An OpenCode-style id at the start of `bytes`: (prefix length, id length).
+fn prefixed_id_len(bytes: &[u8]) -> Option<(usize, usize)> {
+    let prefix = bytes.iter().take_while(|b| b.is_ascii_lowercase()).count();
+    if !(2..=5).contains(&prefix) || bytes.get(prefix) != Some(&b'_') {
+        return None;
+    }
+    let time = &bytes[prefix + 1..];
+    let hex = time
+        .iter()
+        .take(PREFIXED_ID_TIME_LEN)
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    if hex < PREFIXED_ID_TIME_LEN {
+        return None;
+    }
+    let random = &time[PREFIXED_ID_TIME_LEN..];
+    let alnum = random
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .count();
+    (alnum == PREFIXED_ID_RANDOM_LEN).then_some((prefix, prefix + 1 + PREFIXED_ID_TIME_LEN + alnum))
+}
+
+/// The standalone UUIDs in `text`, in order.
+pub(crate) fn uuids_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at + 36 <= bytes.len() {
+        let boundary_before = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+        if boundary_before
+            && is_uuid(&bytes[at..at + 36])
+            && bytes
+                .get(at + 36)
+                .is_none_or(|b| !b.is_ascii_alphanumeric())
+        {
+            found.push(text[at..at + 36].to_string());
+            at += 36;
+        } else {
+            at += 1;
+        }
+    }
+    found
 }
 
 /// Whether `bytes` is exactly a UUID in 8-4-4-4-12 hex form.
@@ -226,6 +345,11 @@ fn timestamp_len(bytes: &[u8]) -> Option<usize> {
 
 /// At a `"durationMs": 123` (or `duration_ms`), the byte range of the digits.
 fn duration_value(bytes: &[u8]) -> Option<(usize, usize)> {
+    if let Some(rest) = bytes.strip_prefix(TEXT_DURATION_KEY.as_bytes()) {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let start = TEXT_DURATION_KEY.len();
+        return (digits > 0).then_some((start, start + digits));
+    }
     let key = DURATION_KEYS
         .iter()
         .find(|key| bytes.starts_with(key.as_bytes()))?;
@@ -277,6 +401,30 @@ mod tests {
         let mut again = Normalizer::new();
         again.learn_timestamps([out.as_str()]);
         assert_eq!(again.normalize(&out), out);
+    }
+
+    #[test]
+    fn hex_ids_and_text_durations() {
+        let text = r#"{"agentId":"a52c524a9f44afd3c","totalDurationMs":208,"t":"x\nduration_ms: 208</usage> a52c524a9f44afd3c 1234567890123456 deadbeefdeadbeefx"}"#;
+        let mut plain = Normalizer::new();
+        assert!(plain.normalize(text).contains("a52c524a9f44afd3c"));
+        let mut n = Normalizer::new();
+        n.number_hex_ids();
+        assert_eq!(
+            n.normalize(text),
+            r#"{"agentId":"<hex-1>","totalDurationMs":0,"t":"x\nduration_ms: 0</usage> <hex-1> 1234567890123456 deadbeefdeadbeefx"}"#
+        );
+    }
+
+    #[test]
+    fn prefixed_ids_are_numbered_per_prefix() {
+        let text = "msg_231a84a040014xnbvVUdEueQiA prt_231a84a040024xnbvVUdEueQiB msg_231a84a040014xnbvVUdEueQiA msg_231a84a050014xnbvVUdEueQiC msg_short x_231a84a040014xnbvVUdEueQiA";
+        let mut n = Normalizer::new();
+        n.number_hex_ids();
+        assert_eq!(
+            n.normalize(text),
+            "<msg-1> <prt-1> <msg-1> <msg-2> msg_short x_231a84a040014xnbvVUdEueQiA"
+        );
     }
 
     #[test]

@@ -21,6 +21,34 @@
 //! [client]
 //! subagents = true       # advertise clientCapabilities.subagents
 //! ```
+//!
+//! A scenario whose agent is a third-party command replays a cassette
+//! (DESIGN 5.5) instead of session logs:
+//!
+//! ```toml
+//! [agent]
+//! install = "../../tools/test-agents/claude-acp-101/install.sh"  # {install}: its last stdout line
+//! command = ["{install}/bin/claude-agent-acp"]
+//! base_url_env = "ANTHROPIC_BASE_URL"   # set to the replay (or recording) server
+//! cassette = "cassette"                 # the recorded model traffic, beside scenario.toml
+//! settle_secs = 3                       # model traffic quiet this long ends the run
+//! [agent.env]                           # the agent's whole environment, with PATH, LANG, TERM
+//! HOME = "{home}"
+//! [home]                                # the agent's fresh home, made for every run
+//! dirs = [".claude"]
+//! [home.files]
+//! ".codex/config.toml" = "base_url = \"{base_url}/v1\""
+//! [home.links]
+//! ".config/opencode/node_modules" = "{install}/node_modules"
+//! [transcript]
+//! order = "lanes"   # notifications grouped by session, kind and tool call (concurrent agents)
+//! ignore_updates = ["config_option_update"]   # session/update kinds left out
+//! ignore_text = ["Warning: Model metadata"]   # received lines holding this text left out
+//! ```
+//!
+//! Placeholders in the agent's command, environment and home: `{fanout}`,
+//! `{scenario}`, `{sessions_root}`, `{model}`, `{install}`, `{home}`,
+//! `{workspace}`, `{base_url}`, `{run}` (the run's scratch root).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -36,8 +64,18 @@ use crate::error::HarnessError;
 pub const SCENARIO_FILE: &str = "scenario.toml";
 /// The expected, normalised ACP transcript.
 pub const TRANSCRIPT_FILE: &str = "transcript.txt";
-/// Placeholders an agent command may use.
-pub const PLACEHOLDERS: [&str; 4] = ["{fanout}", "{scenario}", "{sessions_root}", "{model}"];
+/// Placeholders an agent command, its environment and its home files may use.
+pub const PLACEHOLDERS: [&str; 9] = [
+    "{fanout}",
+    "{scenario}",
+    "{sessions_root}",
+    "{model}",
+    "{install}",
+    "{home}",
+    "{workspace}",
+    "{base_url}",
+    "{run}",
+];
 
 /// The replay command used when `scenario.toml` names none.
 pub fn default_replay_command() -> Vec<String> {
@@ -57,34 +95,49 @@ pub fn default_replay_command() -> Vec<String> {
     .to_vec()
 }
 
-/// The values of the [`PLACEHOLDERS`] in an agent command.
-#[derive(Debug, Clone, Copy)]
-pub struct Placeholders<'a> {
-    /// `{fanout}`: the fanout executable.
-    pub fanout: &'a Path,
-    /// `{scenario}`: the scenario directory.
-    pub scenario: &'a Path,
-    /// `{sessions_root}`: where the agent writes its session logs.
-    pub sessions_root: &'a Path,
-    /// `{model}`: the model name.
-    pub model: &'a str,
+/// The values of the [`PLACEHOLDERS`].
+#[derive(Debug, Clone, Default)]
+pub struct Placeholders {
+    /// (placeholder, value) pairs.
+    values: Vec<(&'static str, String)>,
 }
 
-impl Placeholders<'_> {
+impl Placeholders {
+    /// The values of the placeholders every run has.
+    pub fn new(fanout: &Path, scenario: &Path, sessions_root: &Path, model: &str) -> Self {
+        let mut placeholders = Self::default();
+        placeholders.set("{fanout}", &fanout.to_string_lossy());
+        placeholders.set("{scenario}", &scenario.to_string_lossy());
+        placeholders.set("{sessions_root}", &sessions_root.to_string_lossy());
+        placeholders.set("{model}", model);
+        placeholders
+    }
+
+    /// Gives `placeholder` (one of [`PLACEHOLDERS`]) a value.
+    pub fn set(&mut self, placeholder: &'static str, value: &str) {
+        self.values.retain(|(known, _)| *known != placeholder);
+        self.values.push((placeholder, value.to_string()));
+    }
+
+    /// `text` with every placeholder that has a value replaced by it.
+    pub fn apply(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (placeholder, value) in &self.values {
+            if out.contains(placeholder) {
+                out = out.replace(placeholder, value);
+            }
+        }
+        out
+    }
+
     /// `argv` with every placeholder replaced by its value.
     pub fn substitute(&self, argv: &[String]) -> Vec<String> {
-        argv.iter()
-            .map(|arg| {
-                arg.replace("{fanout}", &self.fanout.to_string_lossy())
-                    .replace("{scenario}", &self.scenario.to_string_lossy())
-                    .replace("{sessions_root}", &self.sessions_root.to_string_lossy())
-                    .replace("{model}", self.model)
-            })
-            .collect()
+        argv.iter().map(|arg| self.apply(arg)).collect()
     }
 }
 
 const DEFAULT_TIMEOUT_SECS: u64 = 60;
+const DEFAULT_SETTLE_SECS: u64 = 2;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,7 +153,11 @@ struct ScenarioToml {
     #[serde(default)]
     agent: AgentToml,
     #[serde(default)]
+    home: HomeToml,
+    #[serde(default)]
     client: ClientToml,
+    #[serde(default)]
+    transcript: TranscriptToml,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -119,6 +176,38 @@ struct AgentToml {
     command: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     timeout_secs: Option<Spanned<u64>>,
+    #[serde(default)]
+    install: Option<Spanned<String>>,
+    #[serde(default)]
+    base_url_env: Option<Spanned<String>>,
+    #[serde(default)]
+    cassette: Option<Spanned<String>>,
+    #[serde(default)]
+    settle_secs: Option<Spanned<f64>>,
+    #[serde(default)]
+    env: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HomeToml {
+    #[serde(default)]
+    dirs: Vec<Spanned<String>>,
+    #[serde(default)]
+    files: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    links: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TranscriptToml {
+    #[serde(default)]
+    order: Option<Spanned<String>>,
+    #[serde(default)]
+    ignore_updates: Vec<Spanned<String>>,
+    #[serde(default)]
+    ignore_text: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,6 +225,40 @@ impl Default for ClientToml {
 
 fn yes() -> bool {
     true
+}
+
+/// How the transcript's lines are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TranscriptOrder {
+    /// As they arrived (one agent process writing in a fixed order).
+    #[default]
+    Arrival,
+    /// Requests and their answers as they arrived, then the notifications
+    /// grouped in lanes (session, update kind, tool call), each lane in
+    /// arrival order and the lanes sorted: concurrent subagents of a
+    /// third-party agent interleave differently on every run.
+    Lanes,
+}
+
+/// A scenario's third-party agent: what it needs besides its command.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ThirdParty {
+    /// An installer to run first; its last stdout line is `{install}`.
+    pub install: Option<PathBuf>,
+    /// The environment variable set to the server's base URL.
+    pub base_url_env: Option<String>,
+    /// The cassette directory.
+    pub cassette: PathBuf,
+    /// How long the model traffic must be quiet for the run to end.
+    pub settle: Duration,
+    /// The agent's environment (besides PATH, LANG, LC_ALL, TERM, SHELL).
+    pub env: Vec<(String, String)>,
+    /// Directories made in the fresh home.
+    pub home_dirs: Vec<PathBuf>,
+    /// Files written in the fresh home (relative path, text with placeholders).
+    pub home_files: Vec<(PathBuf, String)>,
+    /// Symbolic links made in the fresh home (relative path, target with placeholders).
+    pub home_links: Vec<(PathBuf, String)>,
 }
 
 /// A loaded, validated scenario.
@@ -157,6 +280,16 @@ pub struct Scenario {
     pub timeout: Duration,
     /// Whether the client advertises `clientCapabilities.subagents`.
     pub client_subagents: bool,
+    /// How the transcript is ordered.
+    pub transcript_order: TranscriptOrder,
+    /// `session/update` kinds left out of the transcript (an agent's racy
+    /// intermediate states, declared per scenario).
+    pub ignore_updates: Vec<String>,
+    /// Received lines holding any of these texts are left out of the
+    /// transcript (an agent's racy warnings, declared per scenario).
+    pub ignore_text: Vec<String>,
+    /// The third-party agent's needs, when the scenario replays a cassette.
+    pub third_party: Option<ThirdParty>,
 }
 
 impl Scenario {
@@ -232,7 +365,165 @@ impl Scenario {
             }
             Some(secs) => secs.into_inner(),
         };
+        let transcript_order = match raw.transcript.order {
+            None => TranscriptOrder::Arrival,
+            Some(order) => match order.get_ref().as_str() {
+                "arrival" => TranscriptOrder::Arrival,
+                "lanes" => TranscriptOrder::Lanes,
+                other => {
+                    return Err(bad(
+                        Some(order.span()),
+                        format!("`transcript.order` is \"arrival\" or \"lanes\", not {other:?}"),
+                    ));
+                }
+            },
+        };
+        let placeholders_ok =
+            |spanned: &Spanned<String>, what: &str| match unknown_placeholder(spanned.get_ref()) {
+                None => Ok(()),
+                Some(unknown) => Err(bad(
+                    Some(spanned.span()),
+                    format!(
+                        "unknown placeholder {unknown} in {what} (known: {})",
+                        PLACEHOLDERS.join(" ")
+                    ),
+                )),
+            };
+        let third_party = match raw.agent.cassette {
+            None => {
+                let stray = [
+                    raw.agent.install.as_ref().map(|s| ("install", s.span())),
+                    raw.agent
+                        .base_url_env
+                        .as_ref()
+                        .map(|s| ("base_url_env", s.span())),
+                    raw.agent
+                        .settle_secs
+                        .as_ref()
+                        .map(|s| ("settle_secs", s.span())),
+                ]
+                .into_iter()
+                .flatten()
+                .next()
+                .or_else(|| raw.agent.env.values().next().map(|v| ("env", v.span())))
+                .or_else(|| raw.home.dirs.first().map(|v| ("home", v.span())))
+                .or_else(|| raw.home.files.keys().next().map(|v| ("home", v.span())))
+                .or_else(|| raw.home.links.keys().next().map(|v| ("home", v.span())));
+                if let Some((field, span)) = stray {
+                    return Err(bad(
+                        Some(span),
+                        format!(
+                            "`{field}` is for an agent that replays a cassette: set `agent.cassette`"
+                        ),
+                    ));
+                }
+                None
+            }
+            Some(cassette) => {
+                let Some(command) = &agent_command else {
+                    return Err(bad(
+                        Some(cassette.span()),
+                        "a scenario with `agent.cassette` needs `agent.command`".into(),
+                    ));
+                };
+                let cassette_dir = workspace_path(cassette.get_ref())
+                    .map_err(|message| bad(Some(cassette.span()), message))?;
+                let settle = match raw.agent.settle_secs {
+                    None => Duration::from_secs(DEFAULT_SETTLE_SECS),
+                    Some(secs)
+                        if !(secs.get_ref().is_finite()
+                            && *secs.get_ref() > 0.0
+                            && *secs.get_ref() < 3600.0) =>
+                    {
+                        return Err(bad(
+                            Some(secs.span()),
+                            "`settle_secs` must be a positive number of seconds".into(),
+                        ));
+                    }
+                    Some(secs) => Duration::from_secs_f64(secs.into_inner()),
+                };
+                let mut env = Vec::new();
+                for (name, value) in &raw.agent.env {
+                    placeholders_ok(value, "`agent.env`")?;
+                    env.push((name.clone(), value.get_ref().clone()));
+                }
+                let home_path = |spanned: &Spanned<String>| {
+                    workspace_path(spanned.get_ref()).map_err(|message| {
+                        bad(Some(spanned.span()), message.replace("workspace", "home"))
+                    })
+                };
+                let mut home_files = Vec::new();
+                for (name, text) in &raw.home.files {
+                    placeholders_ok(text, "`home.files`")?;
+                    home_files.push((home_path(name)?, text.get_ref().clone()));
+                }
+                let mut home_links = Vec::new();
+                for (name, target) in &raw.home.links {
+                    placeholders_ok(target, "`home.links`")?;
+                    home_links.push((home_path(name)?, target.get_ref().clone()));
+                }
+                let base_url_env = raw.agent.base_url_env.map(Spanned::into_inner);
+                let mentions_base_url = command.iter().any(|arg| arg.contains("{base_url}"))
+                    || env.iter().any(|(_, value)| value.contains("{base_url}"))
+                    || home_files
+                        .iter()
+                        .any(|(_, text)| text.contains("{base_url}"));
+                if base_url_env.is_none() && !mentions_base_url {
+                    return Err(bad(Some(cassette.span()), "the agent is never told the replay server's URL: set `agent.base_url_env` or use {base_url}".into()));
+                }
+                Some(ThirdParty {
+                    install: raw
+                        .agent
+                        .install
+                        .map(|install| dir.join(install.into_inner())),
+                    base_url_env,
+                    cassette: cassette_dir,
+                    settle,
+                    env,
+                    home_dirs: raw
+                        .home
+                        .dirs
+                        .iter()
+                        .map(home_path)
+                        .collect::<Result<_, _>>()?,
+                    home_files,
+                    home_links,
+                })
+            }
+        };
+        let mut ignore_updates = Vec::new();
+        for kind in raw.transcript.ignore_updates {
+            let valid = !kind.get_ref().is_empty()
+                && kind
+                    .get_ref()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_');
+            if !valid {
+                return Err(bad(
+                    Some(kind.span()),
+                    format!(
+                        "`transcript.ignore_updates`: {:?} is not a sessionUpdate kind",
+                        kind.get_ref()
+                    ),
+                ));
+            }
+            ignore_updates.push(kind.into_inner());
+        }
+        let mut ignore_text = Vec::new();
+        for text in raw.transcript.ignore_text {
+            if text.get_ref().trim().is_empty() {
+                return Err(bad(
+                    Some(text.span()),
+                    "`transcript.ignore_text`: an empty text would leave out every line".into(),
+                ));
+            }
+            ignore_text.push(text.into_inner());
+        }
         Ok(Self {
+            ignore_text,
+            transcript_order,
+            ignore_updates,
+            third_party,
             dir: dir.to_path_buf(),
             model: raw.model.filter(|m| !m.trim().is_empty()),
             prompts,
@@ -288,16 +579,23 @@ fn workspace_path(text: &str) -> Result<PathBuf, String> {
 }
 
 /// The first `{…}` in `arg` that is not a known placeholder.
+/// Only `{name}` with a lower-case name counts: the braces of JSON or TOML in
+/// a home file are not placeholders.
 fn unknown_placeholder(arg: &str) -> Option<String> {
     let mut rest = arg;
     while let Some(start) = rest.find('{') {
         let tail = &rest[start..];
-        let end = tail.find('}')?;
-        let candidate = &tail[..=end];
-        if !PLACEHOLDERS.contains(&candidate) {
-            return Some(candidate.to_string());
+        let name_len = tail[1..]
+            .bytes()
+            .take_while(|b| b.is_ascii_lowercase() || *b == b'_')
+            .count();
+        if name_len > 0 && tail.as_bytes().get(1 + name_len) == Some(&b'}') {
+            let candidate = &tail[..name_len + 2];
+            if !PLACEHOLDERS.contains(&candidate) {
+                return Some(candidate.to_string());
+            }
         }
-        rest = &tail[end + 1..];
+        rest = &tail[1..];
     }
     None
 }
@@ -308,6 +606,19 @@ mod tests {
 
     fn parse(text: &str) -> Result<Scenario, HarnessError> {
         Scenario::parse(Path::new("s"), Path::new("s/scenario.toml"), text)
+    }
+
+    #[test]
+    fn only_lower_case_names_in_braces_are_placeholders() {
+        assert_eq!(unknown_placeholder("{home}/.config/{install}"), None);
+        assert_eq!(
+            unknown_placeholder("{home}/{nope}"),
+            Some("{nope}".to_string())
+        );
+        // The braces of JSON or TOML in a home file are not placeholders.
+        let json = r#"{"provider": {"mock": {"options": {"baseURL": "{base_url}/v1"}}}}"#;
+        assert_eq!(unknown_placeholder(json), None);
+        assert_eq!(unknown_placeholder("{} {A} {a-b} {"), None);
     }
 
     #[test]

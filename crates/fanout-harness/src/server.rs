@@ -75,6 +75,18 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, HarnessError> {
         })
 }
 
+/// `listener` with TCP_NODELAY on every accepted connection: a streamed
+/// answer is many small writes, which Nagle's algorithm would hold back until
+/// the client's delayed ACK (40 ms a chunk).
+pub fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
+}
+
 /// Serves `binding` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -85,32 +97,37 @@ pub async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    axum::serve(listener, router(binding))
+    axum::serve(no_delay(listener), router(binding))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|error| HarnessError::Serve { addr, error })
 }
 
-/// A replay server running on a background task, for tests and embedding.
+/// A router served on a background task until shut down: how the replay
+/// servers and the recording proxy run inside the harness and in tests.
 #[derive(Debug)]
-pub struct RunningServer {
+pub struct BackgroundServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), HarnessError>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-impl RunningServer {
-    /// Starts serving `binding` on `addr`.
-    pub async fn start(binding: Arc<ReplayBinding>, addr: &str) -> Result<Self, HarnessError> {
+impl BackgroundServer {
+    /// Binds `addr` (`127.0.0.1:0` for any free port) and serves `app` there.
+    pub async fn start(app: Router, addr: &str) -> Result<Self, HarnessError> {
         let listener = bind(addr).await?;
         let local = listener.local_addr().map_err(|error| HarnessError::Serve {
             addr: addr.to_string(),
             error,
         })?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, binding, async {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(async move {
+            axum::serve(no_delay(listener), app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
         Ok(Self {
             addr: local,
             stop: Some(stop),
@@ -128,18 +145,62 @@ impl RunningServer {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets open responses finish, and waits.
-    pub async fn shutdown(mut self) -> Result<(), HarnessError> {
+    /// Stops accepting, lets open responses finish (all of them, or for at
+    /// most `grace`), and waits.
+    pub async fn shutdown(
+        mut self,
+        grace: Option<std::time::Duration>,
+    ) -> Result<(), HarnessError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        match (&mut self.task).await {
-            Ok(result) => result,
+        let addr = self.addr.to_string();
+        let joined = match grace {
+            None => (&mut self.task).await,
+            Some(grace) => match tokio::time::timeout(grace, &mut self.task).await {
+                Ok(joined) => joined,
+                Err(_) => {
+                    self.task.abort();
+                    return Ok(());
+                }
+            },
+        };
+        match joined {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(HarnessError::Serve { addr, error }),
             Err(err) => Err(HarnessError::Serve {
-                addr: self.addr.to_string(),
+                addr,
                 error: std::io::Error::other(err),
             }),
         }
+    }
+}
+
+/// A replay server running on a background task, for tests and embedding.
+#[derive(Debug)]
+pub struct RunningServer(BackgroundServer);
+
+impl RunningServer {
+    /// Starts serving `binding` on `addr`.
+    pub async fn start(binding: Arc<ReplayBinding>, addr: &str) -> Result<Self, HarnessError> {
+        BackgroundServer::start(router(binding), addr)
+            .await
+            .map(Self)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.0.addr()
+    }
+
+    /// `http://ADDR`: the base URL for Anthropic clients (they add `/v1/messages`).
+    pub fn base_url(&self) -> String {
+        self.0.base_url()
+    }
+
+    /// Stops accepting, lets open responses finish, and waits.
+    pub async fn shutdown(self) -> Result<(), HarnessError> {
+        self.0.shutdown(None).await
     }
 }
 

@@ -5,7 +5,10 @@
 //! - latency: one line at a time, time from write to its echo; p50 and p99;
 //! - throughput: a stream of lines written while the echo is read; MB/s through the
 //!   round trip (each byte crosses the proxy twice); bytes checked identical by checksum;
-//! - memory: the proxy's peak resident set (VmHWM) after the throughput run.
+//! - memory: the proxy's peak resident set (VmHWM) over the whole throughput run,
+//!   its exit included (capture catches up after the flood);
+//! - transcript: the throughput run's transcript read back and checked line by line
+//!   against what was sent, both directions (none may be missing or differ).
 //!
 //! `cargo bench -p fanout-proxy --bench proxy` runs the full sizes (building the
 //! `fanout` binary in release mode first). Without `--bench` (as `cargo test` runs
@@ -56,8 +59,9 @@ fn main() {
     );
     let payload = Arc::new(payload(sizes.throughput_bytes));
     let (direct_rate, _) = throughput(echo_direct, &payload);
-    let (proxy_rate, proxy_hwm_kib) =
-        throughput(|| echo_proxied(&fanout, scratch.path()), &payload);
+    let flood = scratch.path().join("flood");
+    let (proxy_rate, proxy_hwm_kib) = throughput(|| echo_proxied(&fanout, &flood), &payload);
+    let checked = check_transcript(&flood.join("transcripts"), &payload);
 
     println!(
         "proxy bench ({} mode, echo agent `cat`)",
@@ -82,9 +86,66 @@ fn main() {
         sizes.throughput_bytes / (1024 * 1024),
     );
     println!(
-        "  proxy peak RSS    {:.1} MiB (VmHWM)",
+        "  proxy peak RSS    {:.1} MiB (VmHWM, exit included)",
         proxy_hwm_kib as f64 / 1024.0
     );
+    println!(
+        "  transcript        {} of {} lines each way, checked line by line: {} missing or different",
+        checked.recorded, checked.sent, checked.missing
+    );
+}
+
+struct Checked {
+    sent: usize,
+    recorded: usize,
+    missing: usize,
+}
+
+/// The one transcript in `dir`, line by line against `payload` in both directions (the
+/// echo agent sends back what it gets): every line must be there, byte for byte.
+fn check_transcript(dir: &Path, payload: &[u8]) -> Checked {
+    use fanout_capture::transcript::{SplitLine, split_records};
+    let path = std::fs::read_dir(dir)
+        .expect("transcript dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "transcript"))
+        .expect("the flood's transcript");
+    let bytes = std::fs::read(&path).expect("read the transcript");
+    let header_end = bytes.iter().position(|b| *b == b'\n').expect("header") + 1;
+    let lines = split_records(&bytes[header_end..], usize::MAX).expect("records");
+    let sent: Vec<&[u8]> = payload
+        .strip_suffix(b"\n")
+        .unwrap_or(payload)
+        .split(|b| *b == b'\n')
+        .collect();
+    let mut missing = 0;
+    let mut recorded = usize::MAX;
+    for direction in ["c2a", "a2c"] {
+        let got: Vec<&[u8]> = lines
+            .iter()
+            .filter_map(|split| match split {
+                SplitLine::Line {
+                    direction: d, line, ..
+                } if d.as_str() == direction => Some(line.as_slice()),
+                _ => None,
+            })
+            .collect();
+        // Line by line, in order: a missing line shifts everything after it.
+        let same = got.iter().zip(&sent).take_while(|(a, b)| a == b).count();
+        missing = missing.max(sent.len() - same);
+        recorded = recorded.min(got.len());
+    }
+    assert_eq!(
+        missing,
+        0,
+        "the transcript lacks or changed {missing} of the {} lines sent",
+        sent.len()
+    );
+    Checked {
+        sent: sent.len(),
+        recorded,
+        missing,
+    }
 }
 
 /// The `fanout` binary of this build profile. In full mode it is (re)built in release
@@ -133,6 +194,8 @@ fn echo_proxied(fanout: &Path, scratch: &Path) -> Child {
         .arg("proxy")
         .arg("--db")
         .arg(format!("sqlite://{}", scratch.join("bench.db").display()))
+        .arg("--transcript-dir")
+        .arg(scratch.join("transcripts"))
         .args(["--", "cat"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -234,9 +297,15 @@ fn throughput(start: impl Fn() -> Child, payload: &Arc<Vec<u8>>) -> (f64, u64) {
     writer.join().expect("writer");
     assert_eq!(count, expected, "bytes received");
     assert_eq!(received.0, sent.0, "checksums differ: the bytes changed");
-    let hwm = peak_rss_kib(pid);
     drop(stdout);
-    finish(child);
+    // The peak is the last VmHWM read before the process is gone (it only grows).
+    let mut hwm = peak_rss_kib(pid);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the echo did not exit");
+        hwm = hwm.max(peak_rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(5));
+    }
     (expected as f64 / elapsed.as_secs_f64() / 1e6, hwm)
 }
 

@@ -117,7 +117,7 @@ fn blocking_pipe(
 }
 
 /// Sends `signal` to every process of the group; false when the group is gone.
-// The workspace's one unsafe block: the standard library has no killpg.
+// An unsafe block: the standard library has no killpg.
 #[allow(unsafe_code)]
 pub(crate) fn signal_group(process_group: i32, signal: i32) -> bool {
     // SAFETY: killpg has no memory-safety preconditions; a bad group is an ESRCH error.

@@ -3,16 +3,19 @@
 //!
 //! Owns: supervising the agent process (own process group, signals forwarded, exit
 //! status passed through, the group cleaned up), byte-exact forwarding in both
-//! directions, the tap (a bounded queue that never blocks forwarding), the per-execution
-//! transcript, a store connection that survives the store being down, and the names
-//! of its own counters ([`metric_names`]).
+//! directions, the tap (a bounded chunk queue that never blocks forwarding), the
+//! per-execution transcript and the thread that writes it, the capture follower that
+//! reads the transcript behind it, the catch-up of earlier runs' transcripts, a store
+//! connection that survives the store being down, and the names of its own counters
+//! ([`metric_names`]).
 //!
 //! Uses fanout-metrics for the rest of its numbers: the caller's [`fanout_metrics::Registry`]
 //! is served live (`--metrics-listen`: `/metrics`, `/debug/vars`, `/healthz`) and
 //! written to this run's stats file, which `fanout serve` reads.
 //!
-//! Must not know: SQL, dialects, ACP semantics, metric exposition. Lines go to
-//! [`fanout_capture::Capture`] as bytes; rows are its business and the store's.
+//! Must not know: SQL, dialects, ACP semantics, metric exposition, the transcript's
+//! format (fanout-capture's). Chunks go to [`fanout_capture::transcript::Applier`] as
+//! bytes; rows are capture's business and the store's.
 //!
 //! Shape of a run ([`run`]):
 //!
@@ -20,22 +23,26 @@
 //! client stdin ──pump c2a──▶ agent stdin        (raw chunks, forwarded as read)
 //! agent stdout ──pump a2c──▶ client stdout      (raw chunks, forwarded as read)
 //! agent stderr ─────────────▶ our stderr         (inherited: not even copied)
-//!        │ each pump splits a copy into lines and try_sends them (never waits)
+//!        │ each pump queues a copy of the chunk before writing it (never waits)
 //!        ▼
-//!   bounded queue ──▶ consumer task: transcript line, then Capture::observe ──▶ store
+//!   chunk queue ──▶ recorder thread ──▶ transcript ──▶ follower task ──▶ Capture ──▶ store
+//!                   (appends, nothing else)            (behind; holds a batch while the
+//!                                                       store is away; drains at exit)
 //! ```
 //!
 //! The pumps run on their own OS threads with blocking reads and writes: one read
 //! syscall and one write syscall per chunk is the least latency a copy can add, and a
-//! slow consumer can never reach them.
+//! slow consumer can never reach them. Without a transcript the follower takes the
+//! chunk queue directly.
 
 mod agent;
-mod consumer;
 mod error;
+mod follower;
 pub mod metric_names;
 mod proxy;
 mod queue;
 mod ratelimit;
+mod recorder;
 mod store;
 mod tap;
 mod transcript;

@@ -2,22 +2,26 @@
 //! and `fanout_subagent_context_total`; summing the stats files adds
 //! [`fanout_metrics::EXECUTIONS_METRIC`]). Labels: `direction` is `c2a` or `a2c`.
 
-/// Complete lines seen by the tap, `direction`.
+/// Complete lines seen (recorded in the transcript, or framed by capture without one),
+/// `direction`.
 pub const FRAMES: &str = "fanout_proxy_frames_total";
 /// Bytes forwarded, `direction`.
 pub const BYTES: &str = "fanout_proxy_bytes_total";
-/// Lines in neither the store nor the transcript: the tap queue was full, or capture
-/// was behind and there was no transcript (forwarding went on), `direction`.
+/// Lines in neither the store nor the transcript: the tap queue was full (the
+/// transcript could not keep up, or, without a transcript, capture could not), or the
+/// transcript could not be written (forwarding went on), `direction`.
 pub const FRAMES_DROPPED: &str = "fanout_proxy_frames_dropped_total";
-/// Lines in the transcript that capture was too far behind to take (a slow store);
-/// `fanout import` of the transcript records them, `direction`.
-pub const FRAMES_TRANSCRIPT_ONLY: &str = "fanout_proxy_frames_transcript_only_total";
+/// Bytes of the transcript capture has not read yet (it falls behind while the store
+/// is away or slow, and steps aside under a flood; it catches up from the transcript).
+pub const CAPTURE_BACKLOG: &str = "fanout_proxy_capture_backlog_bytes";
+/// Lines of earlier runs' transcripts written to the store by this run's catch-up.
+pub const FRAMES_CAUGHT_UP: &str = "fanout_proxy_frames_caught_up_total";
 /// Lines longer than the framing bound: forwarded, not observed, `direction`.
 pub const FRAMES_OVERSIZED: &str = "fanout_proxy_frames_oversized_total";
-/// Lines queued when the proxy stopped that the store did not get in time (they are
-/// in the transcript).
+/// Lines seen when the proxy stopped that the store did not get in time; with a
+/// transcript they are in it, and the next proxy or import on the store writes them.
 pub const FRAMES_UNPROCESSED: &str = "fanout_proxy_frames_unprocessed_total";
-/// Store operations that failed in the proxy's hands, `op` (`open`, `write`).
+/// Store operations that failed in the proxy's hands, `op` (`open`, `write`, `read`).
 pub const STORE_ERRORS: &str = "fanout_proxy_store_errors_total";
 /// 1 while the store is connected, 0 while it is being retried.
 pub const STORE_AVAILABLE: &str = "fanout_proxy_store_available";
@@ -32,9 +36,13 @@ pub(crate) fn describe_all() {
         FRAMES_DROPPED,
         "Lines in neither the store nor the transcript (a queue was full); forwarding was not affected."
     );
+    metrics::describe_gauge!(
+        CAPTURE_BACKLOG,
+        "Bytes of the transcript capture has not read yet."
+    );
     metrics::describe_counter!(
-        FRAMES_TRANSCRIPT_ONLY,
-        "Lines capture was too far behind to take; they are in the transcript (fanout import records them)."
+        FRAMES_CAUGHT_UP,
+        "Lines of earlier runs' transcripts this run wrote to the store."
     );
     metrics::describe_counter!(
         FRAMES_OVERSIZED,
@@ -42,7 +50,7 @@ pub(crate) fn describe_all() {
     );
     metrics::describe_counter!(
         FRAMES_UNPROCESSED,
-        "Queued lines the store did not get before the proxy stopped (kept in the transcript)."
+        "Lines the store did not get before the proxy stopped (kept in the transcript for catch-up)."
     );
     metrics::describe_counter!(STORE_ERRORS, "Store operations that failed, by op.");
     metrics::describe_gauge!(STORE_AVAILABLE, "1 while the store is connected, else 0.");

@@ -1,29 +1,35 @@
 //! [`run`]: one proxy run, from spawning the agent to the last transcript line.
 
+use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fanout_acp::{DEFAULT_MAX_LINE_BYTES, Direction};
+use fanout_capture::import::{CatchUp, catch_up_pending};
+use fanout_capture::transcript::{
+    Applier, RecordReader, remove_pending_hint, try_lock, write_pending_hint,
+};
 use fanout_capture::{Capture, CaptureConfig, CaptureStats, CounterSnapshot};
 use fanout_metrics::{Registry, ServeError, StatsFile, serve_http};
 use fanout_store::{Store, Timestamp};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 
 use crate::agent::{
     AgentExit, SpawnedAgent, Supervision, end_group, signal_group, spawn_agent, supervise,
 };
-use crate::consumer::{Consumer, ConsumerReport, Control};
 use crate::error::ProxyError;
+use crate::follower::{Control, Follower, FollowerReport, Source};
 use crate::metric_names;
-use crate::queue::frame_queue;
+use crate::queue::ChunkQueue;
+use crate::recorder::{self, Progress, RecorderReport};
 use crate::store::ResilientStore;
 use crate::tap::{PumpReport, Tap, TapShared, pump};
 use crate::transcript::{TranscriptHeader, TranscriptWriter};
@@ -35,27 +41,23 @@ pub const EXECUTION_ID_ENV: &str = "FANOUT_AGENT_EXECUTION_ID";
 /// Knobs with defaults that suit an interactive agent; tests and benchmarks shrink them.
 #[derive(Clone, Debug)]
 pub struct ProxyTuning {
-    /// Frames the tap queue (pumps to transcript) holds before it drops.
-    pub queue_frames: usize,
-    /// Bytes the tap queue holds before it drops.
+    /// Bytes of chunks the queue between the pumps and the transcript (or, without
+    /// one, capture) holds before chunks are dropped (counted).
     pub queue_bytes: usize,
-    /// Frames the capture queue (transcript to store) holds before lines go to the
-    /// transcript only.
-    pub capture_queue_frames: usize,
-    /// Bytes the capture queue holds before lines go to the transcript only.
-    pub capture_queue_bytes: usize,
-    /// Longest line observed (longer ones are forwarded, counted, not observed).
+    /// Longest line observed (longer ones are forwarded and recorded, counted, not
+    /// observed).
     pub max_line_bytes: usize,
-    /// Read buffer of each pump.
+    /// Read buffer of each pump: the largest chunk.
     pub chunk_bytes: usize,
     /// How often a store that could not be opened is tried again.
     pub store_retry: Duration,
-    /// How long the first frames wait for the store's first open attempt.
+    /// How long the first lines wait for the store's first open attempt.
     pub store_first_wait: Duration,
     /// At most one WARN per this interval for each repeating condition.
     pub warn_interval: Duration,
-    /// At exit, how long capture may take to finish the queue before the rest goes to
-    /// the transcript only.
+    /// At exit, how long capture may take to write what it has not written yet (the
+    /// store may be coming back); the rest stays in the transcript for the next proxy
+    /// or import on the same store.
     pub drain_timeout: Duration,
     /// After the client closes its input, how long the agent may run on before its
     /// group gets SIGTERM; `None`: wait for it as long as it runs.
@@ -69,10 +71,7 @@ pub struct ProxyTuning {
 impl Default for ProxyTuning {
     fn default() -> Self {
         ProxyTuning {
-            queue_frames: 16 * 1024,
-            queue_bytes: 64 * 1024 * 1024,
-            capture_queue_frames: 16 * 1024,
-            capture_queue_bytes: 64 * 1024 * 1024,
+            queue_bytes: 4 * 1024 * 1024,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             chunk_bytes: 64 * 1024,
             store_retry: Duration::from_secs(5),
@@ -95,7 +94,8 @@ pub struct ProxyConfig {
     pub database_url: String,
     /// `None`: the `cwd` of `session/new` (DESIGN 3.2).
     pub task_id: Option<String>,
-    /// `None`: no transcript.
+    /// `None`: no transcript. Transcripts of earlier runs here that are not wholly in
+    /// the same store are caught up by this run.
     pub transcript_dir: Option<PathBuf>,
     /// `None`: no stats file. Needs `registry`.
     pub stats_dir: Option<PathBuf>,
@@ -104,16 +104,16 @@ pub struct ProxyConfig {
     pub registry: Option<Registry>,
     /// Serve `/metrics`, `/debug/vars` and `/healthz` on this listener while running.
     pub metrics_listener: Option<TcpListener>,
-    /// Queue sizes, intervals and grace periods.
+    /// The defaults suit an interactive agent.
     pub tuning: ProxyTuning,
 }
 
 /// The client's side of the conversation: what the proxy reads and writes. The
 /// process's own stdin and stdout by default ([`ClientStreams::stdio`]).
 pub struct ClientStreams {
-    /// What the client sends (forwarded to the agent's stdin).
+    /// What the client sends (the agent's input).
     pub input: Box<dyn Read + Send>,
-    /// Where the agent's stdout goes.
+    /// Where the agent's output goes.
     pub output: Box<dyn Write + Send>,
 }
 
@@ -139,35 +139,33 @@ impl ClientStreams {
 /// How a run ended.
 #[derive(Debug)]
 pub struct ProxyOutcome {
-    /// How the agent exited, for the proxy's own exit status.
+    /// How the agent ended.
     pub exit: AgentExit,
-    /// This run's execution id (UUID v7).
+    /// This run's execution id.
     pub execution_id: String,
-    /// The transcript written, if any.
+    /// This run's transcript, if it wrote one.
     pub transcript: Option<PathBuf>,
-    /// Lines forwarded but neither captured nor in the transcript (a queue was full).
+    /// Lines forwarded but neither captured nor in the transcript (the queue was full,
+    /// or the transcript could not be written).
     pub frames_dropped: u64,
-    /// Lines capture was too far behind to take; they are in the transcript.
-    pub frames_transcript_only: u64,
-    /// Lines queued at exit that the store did not get in time; they are in the transcript.
+    /// Lines seen that are not in the store at exit: with a transcript, in it, and
+    /// written by the next proxy or import on the same store (its hint stays).
     pub frames_unprocessed: u64,
+    /// Everything this run saw is in the store.
+    pub complete: bool,
     /// Whether the store was open when the run ended.
     pub store_connected: bool,
-    /// Failed store opens and calls.
+    /// Store operations that failed (each retry of a held batch counts).
     pub store_errors: u64,
-    /// Transcript writes that failed (the transcript is then incomplete).
+    /// Transcript writes that failed.
     pub transcript_errors: u64,
+    /// Lines of earlier runs' transcripts this run wrote to the store.
+    pub frames_caught_up: u64,
     /// The subagent writer's counters (AC-26).
     pub counters: CounterSnapshot,
-    /// What capture recorded.
+    /// Capture's totals.
     pub capture: CaptureStats,
 }
-
-/// After the agent exits, how long its remaining output may take to arrive before the
-/// rest of its group is ended.
-const OUTPUT_SETTLE: Duration = Duration::from_millis(250);
-/// After the group is ended, how long to wait for the output pipe to close.
-const OUTPUT_CLOSE: Duration = Duration::from_secs(1);
 
 /// Runs the agent behind the proxy until it exits; returns its exit status.
 pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutcome, ProxyError> {
@@ -187,6 +185,20 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
     metric_names::describe_all();
     let execution_id = uuid::Uuid::now_v7().to_string();
     let started_at = Timestamp::now();
+    let store_identity = fanout_store::store_identity(&database_url);
+
+    // The transcript first: it is the record of everything, so it exists (with the
+    // hint that it is not yet in the store) before the first byte is forwarded.
+    let header = TranscriptHeader::new(
+        &execution_id,
+        task_id.as_deref(),
+        &agent_command,
+        started_at,
+    );
+    let transcript = transcript_dir
+        .as_deref()
+        .and_then(|dir| open_transcript(dir, &header, &store_identity));
+
     let SpawnedAgent {
         mut child,
         process_group,
@@ -194,28 +206,36 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         stdout: agent_stdout,
     } = spawn_agent(&agent_command, &[(EXECUTION_ID_ENV, execution_id.as_str())])?;
 
-    let (sender, queue) = frame_queue(tuning.queue_frames, tuning.queue_bytes);
+    let queue = Arc::new(ChunkQueue::new(tuning.queue_bytes));
     let shared = Arc::new(TapShared::new(tuning.warn_interval));
     let (client_closed_tx, client_closed) = oneshot::channel();
     let (output_done_tx, mut output_done) = oneshot::channel::<()>();
     let ClientStreams { input, output } = client;
+    let why_dropped = if transcript.is_some() {
+        "the transcript cannot keep up"
+    } else {
+        "capture is behind and there is no transcript"
+    };
     let pumps = {
-        let c2a = Tap::new(
-            Direction::ClientToAgent,
-            sender.clone(),
-            Arc::clone(&shared),
-        );
-        let a2c = Tap::new(Direction::AgentToClient, sender, Arc::clone(&shared));
-        let (max_line, chunk) = (tuning.max_line_bytes, tuning.chunk_bytes);
+        let tap = |direction| {
+            Tap::new(
+                direction,
+                Arc::clone(&queue),
+                Arc::clone(&shared),
+                why_dropped,
+            )
+        };
+        let (c2a, a2c) = (tap(Direction::ClientToAgent), tap(Direction::AgentToClient));
+        let chunk = tuning.chunk_bytes;
         start_pump("fanout-c2a", move || {
             // `pump` drops the agent's stdin when the client's input ends: EOF travels on.
-            let report = pump(input, agent_stdin, &c2a, max_line, chunk);
+            let report = pump(input, agent_stdin, &c2a, chunk);
             let _ = client_closed_tx.send(());
             report
         })
         .and_then(|()| {
             start_pump("fanout-a2c", move || {
-                let report = pump(agent_stdout, output, &a2c, max_line, chunk);
+                let report = pump(agent_stdout, output, &a2c, chunk);
                 let _ = output_done_tx.send(());
                 report
             })
@@ -227,21 +247,6 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         return Err(error);
     }
 
-    let header = TranscriptHeader::new(
-        &execution_id,
-        task_id.as_deref(),
-        &agent_command,
-        started_at,
-    );
-    let transcript = transcript_dir.and_then(|dir| match TranscriptWriter::create(&dir, &header) {
-        Ok(writer) => Some(writer),
-        Err(error) => {
-            tracing::warn!("{error}; continuing without a transcript");
-            None
-        }
-    });
-    let transcript_path = transcript.as_ref().map(|t| t.path().to_owned());
-
     let store = ResilientStore::new(&database_url, tuning.store_retry, tuning.warn_interval);
     let connecting = tokio::spawn(Arc::clone(&store).connect());
     let capture = Capture::new(
@@ -252,21 +257,63 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
             agent_command: Some(agent_command.join(" ")),
         },
     );
+    let mut transcript_lock = None;
+    let (transcript_path, recorder, source, marked) = match transcript {
+        Some(Transcript {
+            writer,
+            reader,
+            lock,
+        }) => {
+            transcript_lock = Some(lock);
+            let path = writer.path().to_owned();
+            let progress = Arc::new(Progress::default());
+            let offset = writer.written();
+            let thread = recorder::start(
+                Arc::clone(&queue),
+                writer,
+                Arc::clone(&progress),
+                Arc::clone(&shared),
+                tuning.warn_interval,
+            );
+            let source = Source::Transcript {
+                reader: RecordReader::new(reader, offset, 2),
+                progress,
+            };
+            match thread {
+                Ok(thread) => (Some(path), Some(thread), source, Some(execution_id.clone())),
+                Err(error) => {
+                    // Without its writer the transcript stays as it is; capture takes
+                    // the queue instead.
+                    tracing::warn!("{error}; continuing without a transcript");
+                    (None, None, queue_source(&queue), None)
+                }
+            }
+        }
+        None => (None, None, queue_source(&queue), None),
+    };
     let (control, control_rx) = watch::channel(Control::Run);
-    let mut consumer = tokio::spawn(
-        Consumer {
-            queue,
-            capture,
-            transcript,
-            shared: Arc::clone(&shared),
+    let mut follower = tokio::spawn(
+        Follower {
+            applier: Applier::new(capture, marked, 0, tuning.max_line_bytes),
+            source,
             store: Arc::clone(&store),
             store_first_wait: tuning.store_first_wait,
-            warn_interval: tuning.warn_interval,
-            capture_queue_frames: tuning.capture_queue_frames,
-            capture_queue_bytes: tuning.capture_queue_bytes,
         }
         .run(control_rx),
     );
+    // Earlier runs' transcripts that are not wholly in this store: once it is open.
+    // (This run's own is locked by this run, so catch-up leaves it alone.)
+    let catching_up = transcript_path.as_ref().and_then(|path| {
+        let dir = path.parent()?.to_owned();
+        let store = Arc::clone(&store);
+        let identity = store_identity.clone();
+        Some(tokio::spawn(async move {
+            store.connected().await;
+            let done = catch_up_pending(store as Arc<dyn Store>, &dir, &identity).await;
+            report_catch_up(&done);
+            done
+        }))
+    });
 
     let stats = stats_dir
         .zip(registry.clone())
@@ -302,7 +349,7 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
     let exit = supervise(&mut child, process_group, client_closed, policy).await;
 
     // The agent is gone: let its last output through, end what is left of its group,
-    // then drain the queue so nothing already seen is lost.
+    // then let capture finish what the run saw, so nothing already seen is lost.
     let settled = timeout(OUTPUT_SETTLE, &mut output_done).await.is_ok();
     end_group(process_group, tuning.kill_grace).await;
     if !settled && timeout(OUTPUT_CLOSE, &mut output_done).await.is_err() {
@@ -310,24 +357,69 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
             "the agent's stdout is still held open by a process outside its group; not waiting for it"
         );
     }
+    queue.close();
+    let recorded = match recorder {
+        Some(thread) => tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| {
+                tracing::warn!("the transcript thread failed");
+                RecorderReport::default()
+            }),
+        None => RecorderReport::default(),
+    };
     control.send_replace(Control::Drain);
-    let report = match timeout(tuning.drain_timeout, &mut consumer).await {
+    let drain_until = Instant::now() + tuning.drain_timeout;
+    let report = match tokio::time::timeout_at(drain_until, &mut follower).await {
         Ok(joined) => joined_report(joined),
         Err(_) => {
             control.send_replace(Control::Abandon);
-            match timeout(tuning.drain_timeout, &mut consumer).await {
+            match timeout(tuning.drain_timeout, &mut follower).await {
                 Ok(joined) => joined_report(joined),
                 Err(_) => {
-                    consumer.abort();
-                    tracing::warn!("the capture queue could not be drained in time");
-                    ConsumerReport::default()
+                    follower.abort();
+                    tracing::warn!("capture could not be stopped in time");
+                    FollowerReport::default()
                 }
             }
         }
     };
+    let caught_up = match catching_up {
+        Some(mut task) => match tokio::time::timeout_at(drain_until, &mut task).await {
+            Ok(Ok(done)) => done.lines_applied(),
+            Ok(Err(_)) => 0,
+            Err(_) => {
+                // Rolled back where it was; the hints stay for the next run.
+                task.abort();
+                0
+            }
+        },
+        None => 0,
+    };
+    if caught_up > 0 {
+        metrics::counter!(metric_names::FRAMES_CAUGHT_UP).increment(caught_up);
+    }
     connecting.abort();
     let store_connected = store.is_connected();
     store.close().await;
+    let unprocessed = if report.complete {
+        0
+    } else {
+        report.lines_left.max(1)
+    };
+    if unprocessed > 0 {
+        metrics::counter!(metric_names::FRAMES_UNPROCESSED).increment(unprocessed);
+    }
+    if let Some(path) = &transcript_path
+        && report.complete
+        && recorded.errors == 0
+        && let Err(error) = remove_pending_hint(path)
+    {
+        tracing::warn!(path = %path.display(), %error, "cannot remove the transcript's hint");
+    }
+    // From here on, the next run's catch-up may take what is left of it.
+    drop(transcript_lock);
 
     if let Some(task) = stats_task {
         task.abort();
@@ -351,20 +443,98 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
         execution_id,
         transcript: transcript_path,
         frames_dropped: shared.dropped.load(Ordering::Relaxed),
-        frames_transcript_only: report.transcript_only,
-        frames_unprocessed: report.unprocessed,
+        frames_unprocessed: unprocessed,
+        complete: report.complete && shared.dropped.load(Ordering::Relaxed) == 0,
         store_connected,
         store_errors: store.errors(),
-        transcript_errors: report.transcript_errors,
+        transcript_errors: recorded.errors,
+        frames_caught_up: caught_up,
         counters: report.counters,
         capture: report.capture,
     })
 }
 
-fn joined_report(joined: Result<ConsumerReport, tokio::task::JoinError>) -> ConsumerReport {
+/// After the agent exits, how long its remaining output may take to arrive before the
+/// rest of its group is ended.
+const OUTPUT_SETTLE: Duration = Duration::from_millis(250);
+/// After the group is ended, how long to wait for the output pipe to close.
+const OUTPUT_CLOSE: Duration = Duration::from_secs(1);
+
+/// A new transcript: its writer, the handle capture reads it through (positioned after
+/// the header), and the handle that holds its lock for the whole run (so no catch-up
+/// of another process, nor this run's own, applies it while it is written).
+struct Transcript {
+    writer: TranscriptWriter,
+    reader: File,
+    lock: File,
+}
+
+/// Creates the run's transcript, its hint (not yet in `store_identity`), its lock and
+/// the handle capture reads it through; `None` (with a WARN) when any of it fails.
+fn open_transcript(
+    dir: &Path,
+    header: &TranscriptHeader,
+    store_identity: &str,
+) -> Option<Transcript> {
+    let writer = match TranscriptWriter::create(dir, header) {
+        Ok(writer) => writer,
+        Err(error) => {
+            tracing::warn!("{error}; continuing without a transcript");
+            return None;
+        }
+    };
+    let path = writer.path().to_owned();
+    let opened = (|| {
+        let lock = File::open(&path)?;
+        if !try_lock(&lock)? {
+            return Err(std::io::Error::other("it is locked by another process"));
+        }
+        let mut reader = File::open(&path)?;
+        reader.seek(SeekFrom::Start(writer.written()))?;
+        write_pending_hint(&path, store_identity)?;
+        Ok((reader, lock))
+    })();
+    match opened {
+        Ok((reader, lock)) => Some(Transcript {
+            writer,
+            reader,
+            lock,
+        }),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), "cannot read back the transcript ({error}); continuing without one");
+            drop(writer);
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
+fn queue_source(queue: &Arc<ChunkQueue>) -> Source {
+    Source::Queue {
+        queue: Arc::clone(queue),
+        entries: VecDeque::new(),
+        position: 0,
+    }
+}
+
+/// Says what catching up earlier transcripts did (nothing when there was nothing).
+fn report_catch_up(done: &CatchUp) {
+    if !done.files.is_empty() {
+        tracing::info!(
+            transcripts = done.files.len(),
+            lines = done.lines_applied(),
+            "caught up earlier runs' transcripts that were not wholly in the store"
+        );
+    }
+    for failure in &done.failed {
+        tracing::warn!(path = %failure.path.display(), "cannot catch up an earlier transcript: {}", failure.error);
+    }
+}
+
+fn joined_report(joined: Result<FollowerReport, tokio::task::JoinError>) -> FollowerReport {
     joined.unwrap_or_else(|error| {
         tracing::warn!("the capture task failed: {error}");
-        ConsumerReport::default()
+        FollowerReport::default()
     })
 }
 

@@ -1,131 +1,283 @@
-//! The bounded frame queue both stages use (pumps to recorder, recorder to capturer).
+//! The chunk queue between the pumps and the one stage that takes what they read: the
+//! recorder thread (with a transcript) or the capture follower (without one).
 //!
-//! Bounded twice: by frame count (the channel) and by bytes (a budget the sender takes
-//! and the receiver gives back as it takes each frame off), so a flood of huge lines
-//! cannot grow memory without bound. Sending never waits: a full queue refuses.
+//! The pumps hand it whole chunks as they read them, in the order they read them, and
+//! it never makes them wait: it is bounded by bytes, and a chunk that does not fit is
+//! dropped and tallied, so the next entry of that direction is preceded by a
+//! [`Entry::Lost`] saying how much is missing there. Both kinds of consumer are served:
+//! a thread blocks on a condition variable, a task awaits a [`tokio::sync::Notify`].
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use fanout_acp::Direction;
+use fanout_capture::transcript::Record;
 use fanout_store::Timestamp;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
-/// One complete line, as the tap saw it: the element of both queues.
-#[derive(Debug)]
-pub(crate) struct TapFrame {
-    pub direction: Direction,
-    pub observed_at: Timestamp,
-    pub line: Vec<u8>,
+/// One thing a pump saw: the element of the queue.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// A chunk, as read and forwarded.
+    Data {
+        direction: Direction,
+        at: Timestamp,
+        bytes: Vec<u8>,
+    },
+    /// The direction reached its end.
+    End { direction: Direction, at: Timestamp },
+    /// Chunks of the direction that did not fit.
+    Lost {
+        direction: Direction,
+        at: Timestamp,
+        tally: LostTally,
+    },
 }
 
-/// The byte budget of one queue, shared by its senders (take) and receiver (give back).
-#[derive(Debug)]
-struct QueueBudget {
-    queued_bytes: AtomicUsize,
-    max_bytes: usize,
-}
-
-impl QueueBudget {
-    fn try_take(&self, bytes: usize) -> bool {
-        let before = self.queued_bytes.fetch_add(bytes, Ordering::AcqRel);
-        if before.saturating_add(bytes) > self.max_bytes && before > 0 {
-            // Over budget; a single line larger than the whole budget still goes when
-            // the queue is empty, so one big line is never refused for ever.
-            self.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
-            return false;
+impl Entry {
+    /// The transcript record of this entry.
+    pub(crate) fn record(&self) -> Record<'_> {
+        match self {
+            Entry::Data {
+                direction,
+                at,
+                bytes,
+            } => Record::Data {
+                direction: *direction,
+                at: *at,
+                bytes,
+            },
+            Entry::End { direction, at } => Record::End {
+                direction: *direction,
+                at: *at,
+            },
+            Entry::Lost {
+                direction,
+                at,
+                tally,
+            } => Record::Lost {
+                direction: *direction,
+                at: *at,
+                bytes: tally.bytes,
+                lines: tally.lines,
+                ends_line: tally.ends_line,
+            },
         }
-        true
     }
 
-    fn give_back(&self, bytes: usize) {
-        self.queued_bytes.fetch_sub(bytes, Ordering::AcqRel);
+    /// Bytes this entry holds in the queue.
+    fn size(&self) -> usize {
+        match self {
+            Entry::Data { bytes, .. } => bytes.len(),
+            Entry::End { .. } | Entry::Lost { .. } => 0,
+        }
     }
 }
 
-/// Why a frame was not queued; the frame is dropped either way.
+/// What was dropped of one direction since its last queued entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LostTally {
+    pub bytes: u64,
+    /// Newlines in the dropped bytes.
+    pub lines: u64,
+    /// The last dropped chunk ended with a newline.
+    pub ends_line: bool,
+}
+
+/// The newlines in `bytes`.
+pub(crate) fn count_lines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|b| **b == b'\n').count() as u64
+}
+
+fn index(direction: Direction) -> usize {
+    match direction {
+        Direction::ClientToAgent => 0,
+        Direction::AgentToClient => 1,
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: VecDeque<Entry>,
+    queued_bytes: usize,
+    lost: [Option<(Timestamp, LostTally)>; 2],
+    closed: bool,
+}
+
+impl State {
+    /// Queues `entry`, after the tally of what its direction lost, if any.
+    fn queue(&mut self, direction: Direction, entry: Entry) {
+        if let Some((at, tally)) = self.lost[index(direction)].take() {
+            self.entries.push_back(Entry::Lost {
+                direction,
+                at,
+                tally,
+            });
+        }
+        self.queued_bytes += entry.size();
+        self.entries.push_back(entry);
+    }
+}
+
+/// What became of a chunk offered to the queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// Either bound is reached.
-    Full,
-    /// The receiver has closed the queue or is gone.
+pub(crate) enum Offered {
+    Queued,
+    /// It did not fit; it held this many newlines.
+    Dropped {
+        lines: u64,
+    },
+    /// The queue is closed (shutdown): nothing to count.
     Closed,
 }
 
-/// A queue of at most `max_frames` frames and (but for one oversized frame alone)
-/// `max_bytes` bytes of lines.
-pub(crate) fn frame_queue(max_frames: usize, max_bytes: usize) -> (FrameSender, FrameReceiver) {
-    let (sender, receiver) = mpsc::channel(max_frames.max(1));
-    let budget = Arc::new(QueueBudget {
-        queued_bytes: AtomicUsize::new(0),
-        max_bytes,
-    });
-    (
-        FrameSender {
-            sender,
-            budget: Arc::clone(&budget),
-        },
-        FrameReceiver { receiver, budget },
-    )
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct FrameSender {
-    sender: mpsc::Sender<TapFrame>,
-    budget: Arc<QueueBudget>,
-}
-
-impl FrameSender {
-    /// Queues `frame` if both bounds allow; never waits.
-    pub(crate) fn try_send(&self, frame: TapFrame) -> Result<(), Refused> {
-        let len = frame.line.len();
-        if !self.budget.try_take(len) {
-            return Err(Refused::Full);
-        }
-        self.sender.try_send(frame).map_err(|error| {
-            self.budget.give_back(len);
-            match error {
-                mpsc::error::TrySendError::Full(_) => Refused::Full,
-                mpsc::error::TrySendError::Closed(_) => Refused::Closed,
-            }
-        })
-    }
-
-    /// Whether nothing is queued (every frame sent has been received).
-    #[cfg(test)]
-    pub(crate) fn is_drained(&self) -> bool {
-        self.sender.capacity() == self.sender.max_capacity()
-    }
-}
-
+/// A byte-bounded queue of [`Entry`]s; see the module doc.
 #[derive(Debug)]
-pub(crate) struct FrameReceiver {
-    receiver: mpsc::Receiver<TapFrame>,
-    budget: Arc<QueueBudget>,
+pub(crate) struct ChunkQueue {
+    state: Mutex<State>,
+    ready: Condvar,
+    notify: Notify,
+    max_bytes: usize,
 }
 
-impl FrameReceiver {
-    /// The next frame; `None` once the queue is closed (or every sender is gone) and
-    /// empty. Cancel-safe: nothing awaits after a frame is taken off.
-    pub(crate) async fn recv(&mut self) -> Option<TapFrame> {
-        let frame = self.receiver.recv().await?;
-        self.budget.give_back(frame.line.len());
-        Some(frame)
+impl ChunkQueue {
+    /// A queue holding at most `max_bytes` of chunk bytes (but for one larger chunk
+    /// alone, so a big chunk is never refused for ever).
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        ChunkQueue {
+            state: Mutex::new(State::default()),
+            ready: Condvar::new(),
+            notify: Notify::new(),
+            max_bytes,
+        }
     }
 
-    pub(crate) fn try_recv(&mut self) -> Result<TapFrame, mpsc::error::TryRecvError> {
-        let frame = self.receiver.try_recv()?;
-        self.budget.give_back(frame.line.len());
-        Ok(frame)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Refuses new frames (as [`Refused::Closed`]); those queued can still be received.
-    pub(crate) fn close(&mut self) {
-        self.receiver.close();
+    fn wake(&self) {
+        self.ready.notify_one();
+        self.notify.notify_one();
     }
 
+    /// Queues a copy of `bytes` read from `direction` at `at`; never waits.
+    pub(crate) fn offer(&self, direction: Direction, at: Timestamp, bytes: &[u8]) -> Offered {
+        let mut state = self.state();
+        if state.closed {
+            return Offered::Closed;
+        }
+        if !state.entries.is_empty() && state.queued_bytes + bytes.len() > self.max_bytes {
+            let lines = count_lines(bytes);
+            let lost = &mut state.lost[index(direction)];
+            let (_, tally) = lost.get_or_insert((at, LostTally::default()));
+            tally.bytes += bytes.len() as u64;
+            tally.lines += lines;
+            tally.ends_line = bytes.last() == Some(&b'\n');
+            return Offered::Dropped { lines };
+        }
+        state.queue(
+            direction,
+            Entry::Data {
+                direction,
+                at,
+                bytes: bytes.to_vec(),
+            },
+        );
+        drop(state);
+        self.wake();
+        Offered::Queued
+    }
+
+    /// The end of `direction` (EOF); never dropped.
+    pub(crate) fn end(&self, direction: Direction, at: Timestamp) {
+        let mut state = self.state();
+        if state.closed {
+            return;
+        }
+        state.queue(direction, Entry::End { direction, at });
+        drop(state);
+        self.wake();
+    }
+
+    /// Takes no more entries; those queued (and the tallies of what was lost) can still
+    /// be taken.
+    pub(crate) fn close(&self) {
+        let mut state = self.state();
+        if !state.closed {
+            state.closed = true;
+            for direction in [Direction::ClientToAgent, Direction::AgentToClient] {
+                if let Some((at, tally)) = state.lost[index(direction)].take() {
+                    state.entries.push_back(Entry::Lost {
+                        direction,
+                        at,
+                        tally,
+                    });
+                }
+            }
+        }
+        drop(state);
+        self.wake();
+    }
+
+    /// Moves every queued entry into `into`; `None` when there is none now, `Some(false)`
+    /// when there is none and never will be (closed).
+    fn take_now(&self, state: &mut State, into: &mut VecDeque<Entry>) -> Option<bool> {
+        if state.entries.is_empty() {
+            return (state.closed).then_some(false);
+        }
+        state.queued_bytes = 0;
+        into.append(&mut state.entries);
+        Some(true)
+    }
+
+    /// Waits (blocking the thread) until there are entries and moves them all into
+    /// `into`; false once the queue is closed and empty.
+    pub(crate) fn take_blocking(&self, into: &mut VecDeque<Entry>) -> bool {
+        let mut state = self.state();
+        loop {
+            if let Some(taken) = self.take_now(&mut state, into) {
+                return taken;
+            }
+            state = self
+                .ready
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Moves every queued entry into `into` without waiting: `None` when there is none
+    /// now, `Some(false)` when there is none and never will be (closed).
+    pub(crate) fn try_take(&self, into: &mut VecDeque<Entry>) -> Option<bool> {
+        self.take_now(&mut self.state(), into)
+    }
+
+    /// [`ChunkQueue::take_blocking`] for a task.
+    pub(crate) async fn take(&self, into: &mut VecDeque<Entry>) -> bool {
+        loop {
+            let notified = self.notify.notified();
+            if let Some(taken) = self.take_now(&mut self.state(), into) {
+                return taken;
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether nothing is queued.
     pub(crate) fn is_empty(&self) -> bool {
-        self.receiver.is_empty()
+        self.state().entries.is_empty()
+    }
+
+    /// Newlines in what is still queued (lines that will not be taken at an abandon).
+    pub(crate) fn queued_lines(&self) -> u64 {
+        self.state()
+            .entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Data { bytes, .. } => count_lines(bytes),
+                Entry::End { .. } | Entry::Lost { .. } => 0,
+            })
+            .sum()
     }
 }
 
@@ -133,32 +285,50 @@ impl FrameReceiver {
 mod tests {
     use super::*;
 
-    fn frame(len: usize) -> TapFrame {
-        TapFrame {
-            direction: Direction::ClientToAgent,
-            observed_at: Timestamp::now(),
-            line: vec![b'x'; len],
+    const D: Direction = Direction::AgentToClient;
+
+    fn drain(queue: &ChunkQueue) -> Vec<Entry> {
+        let mut taken = VecDeque::new();
+        if !queue.is_empty() {
+            assert!(queue.take_blocking(&mut taken));
         }
+        taken.into_iter().collect()
     }
 
     #[test]
-    fn both_bounds_refuse_and_receiving_gives_the_bytes_back() {
-        let (sender, mut receiver) = frame_queue(2, 10);
+    fn what_does_not_fit_is_dropped_and_said_before_the_next_entry() {
+        let queue = ChunkQueue::new(10);
+        let at = Timestamp::now();
         // Larger than the whole budget, but the queue is empty: it goes.
-        assert_eq!(sender.try_send(frame(25)), Ok(()));
-        assert_eq!(sender.try_send(frame(1)), Err(Refused::Full), "bytes");
-        assert_eq!(receiver.try_recv().map(|f| f.line.len()), Ok(25));
-        assert_eq!(sender.try_send(frame(6)), Ok(()));
-        assert_eq!(sender.try_send(frame(5)), Err(Refused::Full), "bytes");
-        assert_eq!(sender.try_send(frame(4)), Ok(()));
-        assert_eq!(sender.try_send(frame(0)), Err(Refused::Full), "frames");
-        assert!(receiver.try_recv().is_ok());
-        assert!(receiver.try_recv().is_ok());
-        assert!(sender.is_drained());
-        // Refused frames gave their bytes back: the whole budget is free again.
-        assert_eq!(sender.try_send(frame(10)), Ok(()));
-        receiver.close();
-        assert_eq!(sender.try_send(frame(0)), Err(Refused::Closed));
-        assert_eq!(receiver.try_recv().map(|f| f.line.len()), Ok(10));
+        assert_eq!(queue.offer(D, at, &[b'x'; 25]), Offered::Queued);
+        assert_eq!(queue.offer(D, at, b"a\nb\n"), Offered::Dropped { lines: 2 });
+        assert_eq!(queue.offer(D, at, b"c"), Offered::Dropped { lines: 0 });
+        assert_eq!(drain(&queue).len(), 1);
+        assert_eq!(queue.offer(D, at, b"d\n"), Offered::Queued);
+        queue.end(D, at);
+        let entries = drain(&queue);
+        assert_eq!(
+            entries[0],
+            Entry::Lost {
+                direction: D,
+                at,
+                tally: LostTally {
+                    bytes: 5,
+                    lines: 2,
+                    ends_line: false
+                }
+            }
+        );
+        assert!(matches!(&entries[1], Entry::Data { bytes, .. } if bytes == b"d\n"));
+        assert_eq!(entries[2], Entry::End { direction: D, at });
+        // The budget is free again once taken.
+        assert_eq!(queue.offer(D, at, &[b'y'; 10]), Offered::Queued);
+        assert_eq!(queue.offer(D, at, b"z\n"), Offered::Dropped { lines: 1 });
+        queue.close();
+        assert_eq!(queue.offer(D, at, b"late"), Offered::Closed);
+        let entries = drain(&queue);
+        assert!(matches!(entries[1], Entry::Lost { tally, .. } if tally.ends_line));
+        let mut none = VecDeque::new();
+        assert!(!queue.take_blocking(&mut none), "closed and empty");
     }
 }

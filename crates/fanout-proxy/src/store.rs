@@ -6,9 +6,10 @@
 //! A store that opened and later fails (PostgreSQL restarting, SQLite locked or full)
 //! stays in place: its pool reconnects by itself and each failed write is counted.
 //!
-//! It implements only the store's write seam ([`Store`]): capture writes, nothing in
-//! the proxy reads the database, and what the open store is (its engine) is the store's
-//! to say, never guessed here from the URL.
+//! It implements only the store's write seam ([`Store`]): capture writes (and reads how
+//! far a transcript is applied, to catch it up), nothing else in the proxy reads the
+//! database, and what the open store is (its engine) is the store's to say, never
+//! guessed here from the URL.
 //!
 //! Failures are counted in `fanout_proxy_store_errors_total{op}` and summarised in a
 //! WARN at most once per interval.
@@ -40,15 +41,17 @@ enum Connection {
 enum Op {
     Open,
     Write,
+    Read,
 }
 
 impl Op {
-    const COUNT: usize = 2;
+    const COUNT: usize = 3;
 
     fn label(self) -> &'static str {
         match self {
             Op::Open => "open",
             Op::Write => "write",
+            Op::Read => "read",
         }
     }
 }
@@ -59,6 +62,8 @@ pub(crate) struct ResilientStore {
     connection: RwLock<Connection>,
     /// Flips to true once the first open attempt has finished (either way).
     first_attempt: watch::Sender<bool>,
+    /// Flips to true once the store is open.
+    connected: watch::Sender<bool>,
     retry: Duration,
     warn: RateLimit,
     errors: AtomicU64,
@@ -77,6 +82,7 @@ impl ResilientStore {
             target: fanout_store::redact_url(url),
             connection: RwLock::new(Connection::Connecting { last_error: None }),
             first_attempt: watch::Sender::new(false),
+            connected: watch::Sender::new(false),
             retry,
             warn: RateLimit::new(warn_interval),
             errors: AtomicU64::new(0),
@@ -98,6 +104,7 @@ impl ResilientStore {
                         Connection::Ready(Arc::new(store));
                     self.available.set(1.0);
                     self.first_attempt.send_replace(true);
+                    self.connected.send_replace(true);
                     if recovered {
                         tracing::warn!(store = %self.target, "the store is available again: capture writes resume");
                     }
@@ -124,6 +131,12 @@ impl ResilientStore {
     pub(crate) async fn first_attempt_done(&self, limit: Duration) {
         let mut attempted = self.first_attempt.subscribe();
         let _ = tokio::time::timeout(limit, attempted.wait_for(|done| *done)).await;
+    }
+
+    /// Waits until the store is open (for ever if it never opens).
+    pub(crate) async fn connected(&self) {
+        let mut connected = self.connected.subscribe();
+        let _ = connected.wait_for(|open| *open).await;
     }
 
     /// Closes the connection, if any (SQLite checkpoints its WAL).
@@ -187,7 +200,7 @@ impl ResilientStore {
                 store = %self.target,
                 op = op.label(),
                 errors_so_far = total,
-                "store error: {reason}{retrying}; forwarding continues and failed writes are counted"
+                "store error: {reason}{retrying}; forwarding continues, and capture writes what the store could not take once it can"
             );
         }
     }
@@ -255,12 +268,27 @@ impl Store for ResilientStore {
     }
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
-        // Not counted here: capture retries a failed batch record by record, and those
-        // writes are what `errors` counts, once per failed write.
-        match self.current() {
+        // A batch the store cannot take now is held by capture and tried again: each
+        // attempt counts (and WARNs, rate-limited). One that failed otherwise is not
+        // counted here: capture writes it record by record, and those writes are what
+        // `errors` counts, once per failed write.
+        let result = match self.current() {
             Ok(store) => store.write_batch(ops).await,
             Err(unavailable) => Err(unavailable),
+        };
+        if let Err(error) = &result
+            && error.is_transient()
+        {
+            self.count_error(Op::Write, &error.to_string());
         }
+        result
+    }
+
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        self.with_store(Op::Read, |s| async move {
+            s.transcript_applied(execution_id).await
+        })
+        .await
     }
 }
 

@@ -4,14 +4,17 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::model::{
-    ImportFileRecord, MessageRecord, SessionRecord, SubagentRecord, TurnRecord, UsageRecord,
+    ImportFileRecord, MessageRecord, SessionRecord, SubagentRecord, TranscriptMark, TurnRecord,
+    UsageRecord,
 };
 
 /// The write side of a store: the upserts capture and import drive. [`crate::SqlStore`]
 /// implements it on both engines; a wrapper (the proxy's store that may be missing, a
-/// test's store whose writes fail) implements only these methods. Everything else
-/// a store does (reads, deletes, migrations, health, counts, the report) is an inherent
-/// method of [`crate::SqlStore`].
+/// test's store whose writes fail) implements only these methods. Everything else a
+/// store does (reads, deletes, migrations, health, counts, the report) is an inherent
+/// method of [`crate::SqlStore`]; the one read here, [`Store::transcript_applied`], is
+/// part of writing: it says where the writes of a transcript stopped, so applying it
+/// again resumes there and applies nothing twice.
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Creates or merges one session row (the rules of `task_sessions`, DESIGN 4.1).
@@ -37,6 +40,9 @@ pub trait Store: Send + Sync {
     /// on `Err` nothing of the batch is written, and a caller that needs per-record
     /// outcomes retries record by record. Returns once the batch is committed.
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError>;
+    /// How far the transcript of `execution_id` is in the store: the `applied_through`
+    /// of its [`TranscriptMark`], or `None` when nothing of it was applied here.
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError>;
 }
 
 /// One record of a [`Store::write_batch`].
@@ -50,6 +56,9 @@ pub enum WriteOp<'a> {
     Message(&'a MessageRecord),
     /// [`Store::upsert_subagent`].
     Subagent(&'a SubagentRecord),
+    /// How far a transcript is applied; only ever part of a batch, so it commits with
+    /// the writes it covers.
+    TranscriptMark(&'a TranscriptMark),
     /// [`Store::upsert_usage`].
     Usage(&'a UsageRecord),
     /// [`Store::upsert_import_file`].

@@ -112,6 +112,64 @@ impl StoreError {
     pub(crate) fn query(op: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
         move |cause| StoreError::Query { op, cause }
     }
+
+    /// Whether the store could not take the call *now* (DESIGN 7: down, locked,
+    /// read-only or full) and the very same call can succeed once it is back: not
+    /// connected, the connection lost or refused, a pool that timed out, SQLite busy,
+    /// locked, read-only, out of space or failing I/O, PostgreSQL's connection,
+    /// resource, shutdown, serialization and lock-timeout errors. Everything else (a
+    /// constraint, bad data, a bad URL, a newer schema) is about the call itself and
+    /// would fail again.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Unavailable { .. } => true,
+            StoreError::OpenSqlite { cause, .. }
+            | StoreError::ConnectPostgres { cause, .. }
+            | StoreError::Schema { cause, .. }
+            | StoreError::Query { cause, .. } => is_transient_driver_error(cause),
+            StoreError::InvalidUrl { .. }
+            | StoreError::NewerSchema { .. }
+            | StoreError::NoDatabase { .. }
+            | StoreError::NotMigrated { .. }
+            | StoreError::BadTimestamp { .. } => false,
+        }
+    }
+}
+
+/// SQLite primary result codes that mean "not now": BUSY, LOCKED, READONLY, IOERR,
+/// FULL, CANTOPEN, PROTOCOL.
+const SQLITE_TRANSIENT_CODES: [i64; 7] = [5, 6, 8, 10, 13, 14, 15];
+
+/// PostgreSQL SQLSTATE classes and codes that mean "not now": connection exceptions
+/// (08), insufficient resources (53), operator intervention such as a shutdown (57),
+/// system errors (58), a read-only transaction (25006), a serialization failure or a
+/// deadlock (40001, 40P01), a lock not available (55P03).
+fn is_transient_sqlstate(code: &str) -> bool {
+    matches!(code.get(..2), Some("08" | "53" | "57" | "58"))
+        || matches!(code, "25006" | "40001" | "40P01" | "55P03")
+}
+
+fn is_transient_driver_error(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => {
+            let Some(code) = db.code() else {
+                return false;
+            };
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                // SQLite reports its extended result code; the primary code is its low byte.
+                code.parse::<i64>()
+                    .is_ok_and(|extended| SQLITE_TRANSIENT_CODES.contains(&(extended & 0xff)))
+            } else {
+                is_transient_sqlstate(&code)
+            }
+        }
+        _ => false,
+    }
 }
 
 /// Hides a password in a URL so errors and logs never carry secrets: the userinfo

@@ -40,7 +40,9 @@ async fn backfill(pools: &Pools) -> Result<StepStatus, sqlx::Error> {
     let high_water_sql = sql::backfill_high_water(e);
     let insert_sql = sql::backfill_insert(e);
     with_writer!(pools, pool => {
-        let mut tx = pool.begin().await?;
+        // BEGIN IMMEDIATE on SQLite: the read below must not start a transaction that
+        // cannot take the write lock later (a second store activating the same file).
+        let mut tx = pool.begin_with(sql::begin_write(e)).await?;
         // Before the INSERT, so it can only under-claim.
         let high_water: Option<String> = sqlx::query_scalar(&high_water_sql).fetch_optional(&mut *tx).await?;
         let rows = sqlx::query(&insert_sql).execute(&mut *tx).await?.rows_affected();

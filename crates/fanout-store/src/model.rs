@@ -137,6 +137,18 @@ pub struct TurnRecord {
     pub updated_at: Timestamp,
 }
 
+/// How far one transcript is in the store (`transcript_applied`): the writes of every
+/// record of the transcript of execution `execution_id` up to byte `applied_through`
+/// are committed. Written in the same transaction as the writes it covers, so it can
+/// never claim a write that was lost, nor miss one that landed; it only grows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TranscriptMark {
+    /// The transcript's execution id (its header's `executionId`).
+    pub execution_id: String,
+    /// A byte offset into the transcript file: the end of the last record applied.
+    pub applied_through: u64,
+}
+
 /// One message row (`task_session_messages`); tool calls keep their contract JSON in `metadata`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageRecord {

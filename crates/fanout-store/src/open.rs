@@ -44,6 +44,27 @@ pub(crate) async fn connect(
     }
 }
 
+/// The store a URL names, spelled one way, so two runs can tell whether they write the
+/// same store without opening it (a transcript left to catch up names the store it
+/// belongs to). SQLite: `sqlite://` and the file's absolute path, symlinks resolved as
+/// far as the path exists (`fanout.db` in two directories are two stores, and
+/// `./fanout.db` and its absolute path are one). Any other URL: as given, with its
+/// password redacted (it is written to disk).
+pub fn store_identity(url: &str) -> String {
+    let Some(path) = sqlite_path(url).filter(|p| !p.is_empty()) else {
+        return crate::error::redact_url(url);
+    };
+    let path = std::path::Path::new(path);
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let resolved = std::fs::canonicalize(&absolute).ok().or_else(|| {
+        // Not created yet: resolve the directory and keep the name.
+        let name = absolute.file_name()?;
+        let dir = std::fs::canonicalize(absolute.parent()?).ok()?;
+        Some(dir.join(name))
+    });
+    format!("sqlite://{}", resolved.unwrap_or(absolute).display())
+}
+
 /// `sqlite://PATH` or `sqlite:PATH` -> PATH.
 fn sqlite_path(url: &str) -> Option<&str> {
     url.strip_prefix("sqlite://")

@@ -9,7 +9,7 @@ use fanout_types::Timestamp;
 /// A `task_session_subagents` row as [`sql::select_subagents`] returns it on either
 /// engine: timestamps as canonical text, `is_async` and `source` as stored.
 #[derive(sqlx::FromRow)]
-struct RawSubagentRow {
+pub(crate) struct RawSubagentRow {
     id: String,
     task_session_id: String,
     task_id: String,

@@ -9,7 +9,7 @@
 use crate::model::{Engine, TERMINAL_TOOL_STATUSES};
 
 /// The schema version this build writes; a database with a higher one is refused.
-/// 2: the usage ledger `task_session_usage` and `import_files` (created by the same
+/// 2: the usage ledger `task_session_usage`, `import_files` and `transcript_applied` (created by the same
 /// idempotent DDL on a version-1 database at its next writing open).
 pub(crate) const SCHEMA_VERSION: i64 = 2;
 
@@ -290,6 +290,13 @@ pub(crate) fn schema(e: Engine) -> Vec<String> {
         "CREATE INDEX IF NOT EXISTS idx_subagents_session_id ON task_session_subagents(task_session_id)".to_owned(),
         "CREATE INDEX IF NOT EXISTS idx_subagents_task_id ON task_session_subagents(task_id)".to_owned(),
         "CREATE INDEX IF NOT EXISTS idx_subagents_turn_id ON task_session_subagents(turn_id)".to_owned(),
+        format!(
+            "CREATE TABLE IF NOT EXISTS transcript_applied (
+                execution_id TEXT PRIMARY KEY,
+                applied_through {int} NOT NULL,
+                updated_at {ts} NOT NULL
+            )"
+        ),
         format!(
             "CREATE TABLE IF NOT EXISTS task_session_usage (
                 id TEXT PRIMARY KEY,
@@ -699,6 +706,36 @@ pub(crate) fn health_last_observed(e: Engine) -> String {
         e.ts_out("MAX(observed_at)"),
         e.ts_param(1)
     )
+}
+
+/// The merge of a [`crate::TranscriptMark`]: the offset only grows, so a batch that
+/// commits late (or a second applier) can never move it back.
+pub(crate) fn upsert_transcript_mark(e: Engine) -> String {
+    format!(
+        "INSERT INTO transcript_applied (execution_id, applied_through, updated_at) VALUES ($1, $2, {})
+         ON CONFLICT (execution_id) DO UPDATE SET
+           applied_through = CASE WHEN excluded.applied_through > transcript_applied.applied_through
+                                  THEN excluded.applied_through ELSE transcript_applied.applied_through END,
+           updated_at = excluded.updated_at",
+        e.ts_param(3)
+    )
+}
+
+/// The applied offset of one transcript (no row: nothing of it was applied).
+pub(crate) fn select_transcript_mark() -> &'static str {
+    "SELECT applied_through FROM transcript_applied WHERE execution_id = $1"
+}
+
+/// The statement that opens a write transaction. SQLite: `BEGIN IMMEDIATE`, which takes
+/// the write lock at once and so waits for it through the busy timeout; a deferred
+/// `BEGIN` that reads first and writes later cannot wait when another connection holds
+/// the lock (SQLite refuses the upgrade at once, "database is locked", to avoid a
+/// deadlock) and fails instead. PostgreSQL: a plain `BEGIN` (row locks wait anyway).
+pub(crate) fn begin_write(e: Engine) -> &'static str {
+    match e {
+        Engine::Sqlite => "BEGIN IMMEDIATE",
+        Engine::Postgres => "BEGIN",
+    }
 }
 
 pub(crate) fn insert_meta_once() -> &'static str {

@@ -5,10 +5,12 @@
 use async_trait::async_trait;
 
 use crate::api::{Store, WriteOp};
+use crate::cost::UsageCell;
 use crate::error::{StoreError, redact_url};
 use crate::exec::Pools;
 use crate::model::*;
 use crate::open::{self, OpenOptions};
+use crate::read_sessions::{self, SessionFilter, SessionRow, TurnRow};
 use crate::report::{self, FanoutReport, ReportScope};
 use crate::usage::{self, InvocationUsage, SessionUsage, UsageGroup, UsageGrouping};
 use crate::write::{self, Statements};
@@ -175,6 +177,39 @@ impl SqlStore {
         usage::usage_by_invocation(self.pools.reader(), scope).await
     }
 
+    /// The sessions `filter` selects, newest first, with their turn counts.
+    pub async fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRow>, StoreError> {
+        read_sessions::sessions(self.pools.reader(), filter).await
+    }
+
+    /// The session ids `text` names: the exact id, else ids it prefixes, else sessions
+    /// whose harness id (`acp_session_id`) is it or starts with it. Several: ambiguous.
+    pub async fn session_ids_matching(&self, text: &str) -> Result<Vec<String>, StoreError> {
+        read_sessions::session_ids_matching(self.pools.reader(), text).await
+    }
+
+    /// The turns of one session, by start.
+    pub async fn turns_of(&self, session_id: &str) -> Result<Vec<TurnRow>, StoreError> {
+        read_sessions::turns_of(self.pools.reader(), session_id).await
+    }
+
+    /// The subagent rows in `scope` (a window selects by `observed_at`).
+    pub async fn subagents_in(&self, scope: &ReportScope) -> Result<Vec<SubagentRow>, StoreError> {
+        read_sessions::subagents_in(self.pools.reader(), scope).await
+    }
+
+    /// The ledger in `scope` summed per session, turn, attribution and model: what
+    /// cost is computed from (one model per cell, so each cell is priced exactly).
+    pub async fn usage_cells(&self, scope: &ReportScope) -> Result<Vec<UsageCell>, StoreError> {
+        read_sessions::usage_cells(self.pools.reader(), scope).await
+    }
+
+    /// A text that changes whenever sessions, turns, subagent rows or the ledger change
+    /// (live views compare it instead of watching files).
+    pub async fn change_marker(&self) -> Result<String, StoreError> {
+        read_sessions::change_marker(self.pools.reader()).await
+    }
+
     /// Everything `fanout import` knows of the files it read (`import_files`), by path.
     pub async fn import_files(&self) -> Result<Vec<ImportFileRecord>, StoreError> {
         read::import_files(self.pools.reader()).await
@@ -243,5 +278,9 @@ impl Store for SqlStore {
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
         write::write_batch(&self.pools, &self.statements, ops).await
+    }
+
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        write::transcript_applied(&self.pools, execution_id).await
     }
 }

@@ -46,6 +46,7 @@ pub(crate) struct Statements {
     /// Per [`Table`], the group-commit queries: `(n, the upsert n times)`, largest `n`
     /// first, ending with `n = 1`.
     batched: [Vec<(usize, String)>; TABLES.len()],
+    begin_write: &'static str,
 }
 
 /// How many upserts of one table a group commit sends as one query on SQLite (each
@@ -62,15 +63,18 @@ enum Table {
     Subagent,
     Usage,
     ImportFile,
+    /// How far a transcript is applied: last, so it commits with the writes it covers.
+    TranscriptMark,
 }
 
-const TABLES: [Table; 6] = [
+const TABLES: [Table; 7] = [
     Table::Session,
     Table::Turn,
     Table::Message,
     Table::Subagent,
     Table::Usage,
     Table::ImportFile,
+    Table::TranscriptMark,
 ];
 
 impl Table {
@@ -82,6 +86,7 @@ impl Table {
             WriteOp::Subagent(_) => Table::Subagent,
             WriteOp::Usage(_) => Table::Usage,
             WriteOp::ImportFile(_) => Table::ImportFile,
+            WriteOp::TranscriptMark(_) => Table::TranscriptMark,
         }
     }
 
@@ -94,6 +99,7 @@ impl Table {
             Table::Subagent => "subagent upsert",
             Table::Usage => "usage upsert",
             Table::ImportFile => "import file upsert",
+            Table::TranscriptMark => "transcript mark upsert",
         }
     }
 }
@@ -106,6 +112,7 @@ impl Statements {
         let upsert_subagent = sql::upsert_subagent(e);
         let upsert_usage = sql::upsert_usage(e);
         let upsert_import_file = sql::upsert_import_file(e);
+        let upsert_transcript_mark = sql::upsert_transcript_mark(e);
         let sizes: &[usize] = match e {
             Engine::Sqlite => &SQLITE_CHUNK_SIZES,
             Engine::Postgres => &[1],
@@ -117,6 +124,7 @@ impl Statements {
             &upsert_subagent,
             &upsert_usage,
             &upsert_import_file,
+            &upsert_transcript_mark,
         ]
         .map(|single| {
             sizes
@@ -132,6 +140,7 @@ impl Statements {
             upsert_usage,
             upsert_import_file,
             batched,
+            begin_write: sql::begin_write(e),
         }
     }
 
@@ -386,7 +395,9 @@ pub(crate) async fn upsert_import_file(
         .map_err(StoreError::query("import file upsert")))
 }
 
-/// One acquire of the writer connection, `BEGIN`, the statements, `COMMIT`. What a
+/// One acquire of the writer connection, `BEGIN` ([`sql::begin_write`]: on SQLite
+/// `BEGIN IMMEDIATE`, so a lock held by another process is waited for within the busy
+/// timeout), the statements, `COMMIT`. What a
 /// statement costs through sqlx is mostly its round trip to the connection's worker
 /// thread (SQLite) or the server (PostgreSQL), and outside a transaction each statement
 /// is also its own commit; a batch pays the acquire and the commit once. The upserts run
@@ -416,7 +427,10 @@ async fn write_batch_once(
     ops: &[WriteOp<'_>],
 ) -> Result<(), StoreError> {
     with_writer!(pools, pool => {
-        let mut tx = pool.begin().await.map_err(StoreError::query("batch begin"))?;
+        let mut tx = pool
+            .begin_with(st.begin_write)
+            .await
+            .map_err(StoreError::query("batch begin"))?;
         let mut rest = ops;
         while let Some(first) = rest.first() {
             let table = Table::of(first);
@@ -446,6 +460,10 @@ async fn write_batch_once(
                     },
                     WriteOp::Usage(u) => bind_usage!(query, u),
                     WriteOp::ImportFile(f) => bind_import_file!(query, f),
+                    WriteOp::TranscriptMark(mark) => query
+                        .bind(&mark.execution_id)
+                        .bind(offset_param(mark.applied_through))
+                        .bind(Timestamp::now().canonical()),
                 };
             }
             query
@@ -455,6 +473,29 @@ async fn write_batch_once(
         }
         tx.commit().await.map_err(StoreError::query("batch commit"))
     })
+}
+
+/// A byte offset as the signed 64-bit integer both engines store (no file is 2^63 bytes).
+fn offset_param(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+/// The applied offset of one transcript ([`sql::select_transcript_mark`]).
+pub(crate) async fn transcript_applied(
+    pools: &Pools,
+    execution_id: &str,
+) -> Result<Option<u64>, StoreError> {
+    let rows: Vec<(i64,)> = pools
+        .reader()
+        .fetch_all(
+            "transcript mark read",
+            sql::select_transcript_mark(),
+            &[Some(execution_id)],
+        )
+        .await?;
+    Ok(rows
+        .first()
+        .map(|(offset,)| u64::try_from(*offset).unwrap_or(0)))
 }
 
 /// Deletes a session and (by cascade) its turns, messages and subagent rows.

@@ -651,17 +651,24 @@ async fn a_read_only_open_changes_nothing(db: TestDb) {
     assert_eq!(writer.counts().await.unwrap().subagents_backfill, 1);
 }
 
-/// Two stores activating one PostgreSQL database at the same moment (two proxies
-/// starting together): both steps succeed, every message is backfilled once, and each
-/// key is written once. The two INSERT … SELECTs race on the rows' ids, the primary
-/// key their conflict clause does not arbitrate: without the retry, 16 of 20 runs of
-/// 40 rounds lost one. (On SQLite the two writers meet on the file lock instead: the
-/// later step fails "database is locked" and retries at its next open, AC-20.)
+/// Two stores activating one database at the same moment (two proxies starting
+/// together): both steps succeed, every message is backfilled once, and each key is
+/// written once. PostgreSQL: the two INSERT … SELECTs race on the rows' ids, the
+/// primary key their conflict clause does not arbitrate; without the retry, 16 of 20
+/// runs of 40 rounds lost one. SQLite: the two writers meet on the file's write lock;
+/// with a deferred `BEGIN` the later step's read-then-write transaction could not wait
+/// for it and failed "database is locked" (AC-20 retried it only at the next open);
+/// `BEGIN IMMEDIATE` waits for the lock within the busy timeout instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_activations_both_succeed_on_postgres() {
     if let Some(db) = TestDb::postgres().await {
         concurrent_activations_both_succeed(db).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_activations_both_succeed_on_sqlite() {
+    concurrent_activations_both_succeed(TestDb::sqlite()).await;
 }
 
 async fn concurrent_activations_both_succeed(db: TestDb) {

@@ -106,7 +106,8 @@ pub struct Discovery {
     pub unchanged_files: u64,
 }
 
-/// Expands `paths` (files, and directories walked recursively for `*.jsonl`) into units
+/// Expands `paths` (files, and directories walked recursively for `*.jsonl` and fanout's
+/// `*.transcript`) into units
 /// in a stable order, with nothing known of earlier imports.
 pub fn discover(paths: &[PathBuf]) -> (Vec<Planned>, Vec<FileFailure>, Vec<SkippedFile>) {
     let found = discover_changed(paths, &KnownFiles::default());
@@ -219,7 +220,9 @@ fn failure(error: ImportError) -> FileFailure {
     let path = match &error {
         ImportError::Read { path, .. }
         | ImportError::Unrecognised { path, .. }
-        | ImportError::BadHeader { path, .. } => path.clone(),
+        | ImportError::BadHeader { path, .. }
+        | ImportError::InUse { path }
+        | ImportError::Store { path, .. } => path.clone(),
     };
     FileFailure {
         path,
@@ -253,7 +256,13 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>, failures: &mut Vec<FileFailure>) {
         // Symlinks are not followed into directories: a link loop must not hang the walk.
         match entry.file_type() {
             Ok(kind) if kind.is_dir() => walk(&path, found, failures),
-            Ok(_) if path.extension().is_some_and(|e| e == "jsonl") => found.push(path),
+            Ok(_)
+                if path.extension().is_some_and(|e| {
+                    e == "jsonl" || e == crate::transcript::TRANSCRIPT_EXTENSION
+                }) =>
+            {
+                found.push(path);
+            }
             Ok(_) => {}
             Err(cause) => failures.push(failure(ImportError::Read { path, cause })),
         }

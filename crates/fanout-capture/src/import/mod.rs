@@ -48,7 +48,7 @@ use crate::counters::CounterSnapshot;
 
 pub use discover::{DefaultRoot, Discovery, Planned, default_roots, discover, discover_changed};
 pub use source::KnownFiles;
-pub use transcript::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
+pub use transcript::{CatchUp, TRANSCRIPT_TYPE, TRANSCRIPT_VERSION, catch_up_pending};
 
 /// Which reader a file needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -104,6 +104,20 @@ pub enum ImportError {
         /// The file.
         path: PathBuf,
         /// What is wrong with the header.
+        reason: String,
+    },
+    /// A transcript a running proxy still owns.
+    #[error("{}: a running `fanout proxy` is writing or applying it (and records it itself)", path.display())]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The store refused what the file holds.
+    #[error("{}: the store did not take it: {reason}", path.display())]
+    Store {
+        /// The file.
+        path: PathBuf,
+        /// The store's error.
         reason: String,
     },
 }

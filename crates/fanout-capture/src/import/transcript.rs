@@ -1,5 +1,9 @@
-//! fanout transcripts (DESIGN 3.1): `{"type":"fanout-transcript","version":1,
-//! "executionId","taskId","agentCommand","startedAt"}`, then one `{ts, dir, line}` per frame.
+//! fanout transcripts (DESIGN 3.1; the format is [`crate::transcript`]'s): a JSON header
+//! `{"type":"fanout-transcript","version","executionId","taskId","agentCommand",
+//! "startedAt"}`, then version 1's `{ts, dir, line}` per frame or version 2's framed
+//! records ([`v2`], which also catches up what a proxy left unapplied).
+
+mod v2;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,27 +15,33 @@ use serde_json::Value;
 use super::lines::NumberedLines;
 use super::{FileSummary, ImportError, ImportProgress, SourceKind};
 use crate::capture::{Capture, CaptureConfig};
+use crate::transcript::TRANSCRIPT_VERSION_1;
 
-/// Line 1's `type` in a fanout transcript (DESIGN 3.1).
-pub const TRANSCRIPT_TYPE: &str = "fanout-transcript";
-/// The transcript version this build writes (fanout-proxy) and the only one it reads.
-pub const TRANSCRIPT_VERSION: u32 = 1;
+pub use crate::transcript::{TRANSCRIPT_TYPE, TRANSCRIPT_VERSION};
+pub use v2::{CatchUp, catch_up_pending};
 
-pub(super) async fn import_transcript(
+/// Generic over the progress display so a caller with a `Sync` one (catch-up in a
+/// spawned task) gets a `Send` future.
+pub(super) async fn import_transcript<P: ImportProgress + ?Sized>(
     store: Arc<dyn Store>,
     path: &Path,
-    progress: &dyn ImportProgress,
+    progress: &P,
 ) -> Result<FileSummary, ImportError> {
     let mut lines = NumberedLines::open(path).await?;
     let mut summary = FileSummary::new(path, SourceKind::Transcript);
-    let config = loop {
-        let Some((_, consumed, line)) = lines.next_line().await? else {
+    // Where the records of a version 2 transcript start: just after the header line.
+    let mut header_end = 0;
+    let mut header_line;
+    let (version, config) = loop {
+        let Some((number, consumed, line)) = lines.next_line().await? else {
             return Err(ImportError::BadHeader {
                 path: path.to_owned(),
                 reason: "the file has no header line".to_owned(),
             });
         };
         progress.advanced(consumed);
+        header_end += consumed;
+        header_line = number;
         if line.trim_ascii().is_empty() {
             continue;
         }
@@ -40,6 +50,14 @@ pub(super) async fn import_transcript(
             reason,
         })?;
     };
+    if version == TRANSCRIPT_VERSION {
+        drop(lines);
+        let records = v2::Records {
+            offset: header_end,
+            line: header_line + 1,
+        };
+        return v2::import_v2(store, path, records, config, progress).await;
+    }
     let mut capture = Capture::new(store, config);
     // Frames go to capture in chunks, each one group commit (Capture::observe_batch).
     let mut chunk: Vec<(Timestamp, Direction, String)> = Vec::with_capacity(CHUNK_FRAMES);
@@ -82,20 +100,22 @@ async fn observe_chunk(capture: &mut Capture, chunk: &mut Vec<(Timestamp, Direct
     chunk.clear();
 }
 
-fn parse_header(line: &[u8]) -> Result<CaptureConfig, String> {
+/// The header: its version (1 or 2) and the capture configuration it records.
+fn parse_header(line: &[u8]) -> Result<(u32, CaptureConfig), String> {
     let header: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
     if header.get("type").and_then(Value::as_str) != Some(TRANSCRIPT_TYPE) {
         return Err(format!(r#"expected "type": "{TRANSCRIPT_TYPE}""#));
     }
-    match header.get("version").and_then(Value::as_u64) {
-        Some(version) if version == u64::from(TRANSCRIPT_VERSION) => {}
+    let version = match header.get("version").and_then(Value::as_u64) {
+        Some(1) => TRANSCRIPT_VERSION_1,
+        Some(2) => TRANSCRIPT_VERSION,
         Some(other) => {
             return Err(format!(
-                "version {other} is not supported (this build reads version {TRANSCRIPT_VERSION})"
+                "version {other} is not supported (this build reads versions {TRANSCRIPT_VERSION_1} and {TRANSCRIPT_VERSION})"
             ));
         }
         None => return Err("no numeric \"version\"".to_owned()),
-    }
+    };
     let text = |key: &str| -> Result<Option<String>, String> {
         match header.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -119,11 +139,14 @@ fn parse_header(line: &[u8]) -> Result<CaptureConfig, String> {
             ));
         }
     };
-    Ok(CaptureConfig {
-        agent_execution_id: text("executionId")?,
-        task_id: text("taskId")?,
-        agent_command: agent_command.filter(|c| !c.is_empty()),
-    })
+    Ok((
+        version,
+        CaptureConfig {
+            agent_execution_id: text("executionId")?,
+            task_id: text("taskId")?,
+            agent_command: agent_command.filter(|c| !c.is_empty()),
+        },
+    ))
 }
 
 fn parse_frame(line: &[u8]) -> Result<(Timestamp, Direction, String), String> {
@@ -154,16 +177,21 @@ mod tests {
 
     #[test]
     fn header_fields() {
-        let config = parse_header(
+        let (version, config) = parse_header(
             br#"{"type":"fanout-transcript","version":1,"executionId":"e1","taskId":null,"agentCommand":["npx","x"],"startedAt":"2026-08-03T15:32:20Z"}"#,
         )
         .expect("header");
+        assert_eq!(version, 1);
         assert_eq!(config.agent_execution_id.as_deref(), Some("e1"));
         assert_eq!(config.task_id, None);
         assert_eq!(config.agent_command.as_deref(), Some("npx x"));
+        assert_eq!(
+            parse_header(br#"{"type":"fanout-transcript","version":2}"#).map(|(v, _)| v),
+            Ok(2)
+        );
         assert!(
-            parse_header(br#"{"type":"fanout-transcript","version":2}"#)
-                .is_err_and(|e| e.contains("version 2"))
+            parse_header(br#"{"type":"fanout-transcript","version":3}"#)
+                .is_err_and(|e| e.contains("version 3"))
         );
         assert!(parse_header(b"[]").is_err());
         assert!(parse_header(br#"{"type":"fanout-transcript","version":1,"taskId":3}"#).is_err());

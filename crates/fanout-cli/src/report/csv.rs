@@ -175,7 +175,7 @@ fn metric_cells(m: &MetricStats) -> [(&'static str, String); 7] {
 }
 
 /// One RFC 4180 field: quoted when it holds a comma, a quote or a line break.
-fn field(text: &str) -> String {
+pub(super) fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

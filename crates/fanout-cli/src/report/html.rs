@@ -37,7 +37,19 @@ const MARGIN_BOTTOM: f64 = 44.0;
 /// Horizontal room one bar label needs.
 const MIN_LABEL_SPACING: f64 = 28.0;
 
-pub(super) fn page(report: &FanoutReport, database: &str) -> String {
+/// The fan-out sections as an HTML fragment (every value escaped), for the shared
+/// report template: its own style first, scoped to `.fanout-report`.
+pub(crate) fn fragment(report: &FanoutReport, database: &str) -> String {
+    let body = sections(report, database);
+    let scoped: String = STYLE
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("body"))
+        .map(|l| format!(".fanout-report {l}\n"))
+        .collect();
+    format!("<style>{scoped}</style><div class=\"fanout-report\">{body}</div>")
+}
+
+fn sections(report: &FanoutReport, database: &str) -> String {
     let title = format!("fanout report: {}", scope_label(&report.scope));
     let mut body = String::new();
     let _ = write!(body, "<h1>{}</h1>", escape(&title));
@@ -56,13 +68,7 @@ pub(super) fn page(report: &FanoutReport, database: &str) -> String {
     subagent_section(&mut body, report);
     metrics_section(&mut body, report);
     nesting_section(&mut body, report);
-
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n",
-        escape(&title)
-    )
+    body
 }
 
 fn fanout_section(body: &mut String, report: &FanoutReport) {

@@ -7,8 +7,13 @@ use serde::Serialize;
 
 use crate::output::UNKNOWN_FANOUT_RULE;
 
-pub(super) fn render(report: &FanoutReport) -> serde_json::Result<String> {
-    Ok(serde_json::to_string_pretty(&JsonReport::new(report))? + "\n")
+pub(super) fn render(
+    report: &FanoutReport,
+    usage: &fanout_store::UsageReport,
+) -> serde_json::Result<String> {
+    let mut json = JsonReport::new(report);
+    json.usage = Some(usage);
+    Ok(serde_json::to_string_pretty(&json)? + "\n")
 }
 
 /// [`FanoutReport`] field by field, `turns` replaced by its view with the rule.
@@ -25,6 +30,8 @@ struct JsonReport<'a> {
     duration_ms: &'a fanout_store::MetricStats,
     tool_use_count: &'a fanout_store::MetricStats,
     nesting: &'a fanout_store::Nesting,
+    /// Measured usage and cost (DESIGN 4.1a), documented in docs/data-contract.md.
+    usage: Option<&'a fanout_store::UsageReport>,
 }
 
 /// [`TurnFanout`] field by field, `unknown` with the rule.
@@ -92,6 +99,7 @@ impl<'a> JsonReport<'a> {
             duration_ms,
             tool_use_count,
             nesting,
+            usage: None,
         }
     }
 }

@@ -25,7 +25,7 @@ const INDENT: &str = "  ";
 
 /// The width to draw at: `$COLUMNS` when set, else stdout's terminal width when stdout
 /// is a terminal, else 80 ([`choose_width`]).
-pub(super) fn terminal_width() -> usize {
+pub(crate) fn terminal_width() -> usize {
     let terminal = terminal_size::terminal_size_of(std::io::stdout()).map(|(width, _)| width.0);
     choose_width(std::env::var("COLUMNS").ok().as_deref(), terminal)
 }

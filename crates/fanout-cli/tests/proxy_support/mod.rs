@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+pub mod session;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -46,6 +49,8 @@ fn collect(mut from: impl Read + Send + 'static) -> (Buffer, JoinHandle<()>) {
 pub struct Running {
     pub child: Child,
     stdin: Option<ChildStdin>,
+    /// Everything [`Running::write`] sent.
+    written: Vec<u8>,
     stdout: Buffer,
     stderr: Buffer,
     readers: Vec<JoinHandle<()>>,
@@ -76,6 +81,7 @@ impl Running {
         let (stderr, err_reader) = collect(child.stderr.take().expect("stderr"));
         Running {
             stdin: child.stdin.take(),
+            written: Vec::new(),
             child,
             stdout,
             stderr,
@@ -86,9 +92,20 @@ impl Running {
     /// Writes to the proxy's stdin; false once the proxy no longer reads it.
     pub fn write(&mut self, bytes: &[u8]) -> bool {
         match self.stdin.as_mut() {
-            Some(stdin) => stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok(),
+            Some(stdin) => {
+                let done = stdin.write_all(bytes).and_then(|()| stdin.flush()).is_ok();
+                if done {
+                    self.written.extend_from_slice(bytes);
+                }
+                done
+            }
             None => false,
         }
+    }
+
+    /// Everything [`Running::write`] has sent so far.
+    pub fn written(&self) -> Vec<u8> {
+        self.written.clone()
     }
 
     /// The proxy's stdin, for a writer thread.
@@ -203,12 +220,15 @@ pub fn prometheus_value(page: &str, series: &str) -> Option<f64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// The only `*.jsonl` file in `dir`.
+/// The only transcript (`*.transcript`) in `dir`.
 pub fn only_transcript(dir: &Path) -> PathBuf {
     let files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("transcript dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == fanout_capture::transcript::TRANSCRIPT_EXTENSION)
+        })
         .collect();
     assert_eq!(
         files.len(),
@@ -219,12 +239,43 @@ pub fn only_transcript(dir: &Path) -> PathBuf {
     files.into_iter().next().expect("one")
 }
 
-/// The transcript as JSON values (header first).
+/// A transcript (either version) as JSON values: its header, then one
+/// `{"dir", "line", "ts"}` per line it records (a version 2 transcript framed as the
+/// proxy's tap saw it; `line` lossy where it is not UTF-8).
 pub fn transcript_lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .expect("read transcript")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("transcript line is JSON"))
+    use fanout_capture::transcript::{SplitLine, split_records};
+    let bytes = std::fs::read(path).expect("read transcript");
+    let header_end = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .expect("a header line")
+        + 1;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[..header_end]).expect("the header is JSON");
+    if header["version"] == 1 {
+        return std::iter::once(header)
+            .chain(
+                bytes[header_end..]
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .map(|l| serde_json::from_slice(l).expect("transcript line is JSON")),
+            )
+            .collect();
+    }
+    let lines = split_records(&bytes[header_end..], usize::MAX).expect("transcript records");
+    std::iter::once(header)
+        .chain(lines.into_iter().map(|split| match split {
+            SplitLine::Line {
+                direction,
+                line,
+                at,
+            } => serde_json::json!({
+                "dir": direction.as_str(),
+                "line": String::from_utf8_lossy(&line),
+                "ts": at.canonical(),
+            }),
+            SplitLine::Oversized { .. } => panic!("no line is longer than usize::MAX"),
+        }))
         .collect()
 }
 
@@ -270,12 +321,7 @@ pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path)
     let done =
         tokio::task::block_in_place(|| Running::start(import).finish(Duration::from_secs(60)));
     assert_eq!(done.code(), Some(0), "import: {}", done.stderr);
-    for table in [
-        "task_sessions",
-        "task_session_turns",
-        "task_session_messages",
-        "task_session_subagents",
-    ] {
+    for table in ROW_TABLES {
         let (captured, replayed) = (
             dump_sqlite_table(live, table, &["updated_at"]).await,
             dump_sqlite_table(&imported, table, &["updated_at"]).await,
@@ -283,6 +329,67 @@ pub async fn assert_import_reproduces(dir: &Path, live: &str, transcript: &Path)
         assert!(!captured.is_empty(), "{table} is empty");
         assert_eq!(captured, replayed, "{table}: live vs imported");
     }
+}
+
+/// The four tables of rows (sessions, turns, messages, subagents).
+const ROW_TABLES: [&str; 4] = [
+    "task_sessions",
+    "task_session_turns",
+    "task_session_messages",
+    "task_session_subagents",
+];
+
+/// Every row of the four tables of rows on either engine, as text, sorted, without
+/// `updated_at` (a write time). (`transcript_applied` is bookkeeping: where each
+/// import's last batch ended depends on where it began.)
+pub async fn dump_rows(url: &str) -> Vec<String> {
+    let mut rows = Vec::new();
+    for table in ROW_TABLES {
+        if url.starts_with("sqlite:") {
+            for row in dump_sqlite_table(url, table, &["updated_at"]).await {
+                rows.push(format!("{table}: {row:?}"));
+            }
+        } else {
+            let mut connection = sqlx::PgConnection::connect(url).await.expect("connect");
+            let json: Vec<String> = sqlx::query_scalar(&format!(
+                "SELECT (to_jsonb(t) - 'updated_at')::text FROM {table} t"
+            ))
+            .fetch_all(&mut connection)
+            .await
+            .expect("select");
+            rows.extend(json.into_iter().map(|row| format!("{table}: {row}")));
+            connection.close().await.ok();
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// `fanout import` of `paths` into `url` (data dir under `dir`); it must succeed.
+/// It blocks: in an async test, call it inside `block_in_place`.
+pub fn import_into(dir: &Path, url: &str, paths: &[&Path]) {
+    let mut command = fanout(&dir.join("data"));
+    command.args(["import", "--db", url]).args(paths);
+    let done = Running::start(command).finish(Duration::from_secs(60));
+    assert_eq!(done.code(), Some(0), "import into {url}: {}", done.stderr);
+}
+
+/// `SELECT COUNT(*)` of `table` (with an optional `WHERE` clause) on either engine,
+/// through a read-only store.
+pub async fn count_rows(url: &str, table: &str, filter: &str) -> i64 {
+    let options = fanout_store::OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let store = fanout_store::SqlStore::open_with(url, &options)
+        .await
+        .expect("open the store to read it");
+    let count = store
+        .query_i64(&format!("SELECT COUNT(*) FROM {table} {filter}"))
+        .await
+        .expect("count");
+    store.close().await;
+    count
 }
 
 /// One scalar text query on a SQLite database.

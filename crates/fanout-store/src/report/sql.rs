@@ -39,7 +39,7 @@ impl Binds {
     }
 
     /// A timestamp bind; `None` binds NULL, which makes every comparison with it false.
-    fn timestamp(&mut self, value: Option<Timestamp>) -> String {
+    pub(crate) fn timestamp(&mut self, value: Option<Timestamp>) -> String {
         self.values.push(value.map(|t| t.canonical()));
         self.engine.ts_param(self.values.len())
     }
