@@ -32,9 +32,11 @@ pub trait Store: Send + Sync {
     /// [`Store::write_batch`] as the rows read from the file, so a killed import never
     /// records an offset past what it committed.
     async fn upsert_import_file(&self, record: &ImportFileRecord) -> Result<(), StoreError>;
-    /// Group commit: runs `ops` in order, each through the same one statement as its
-    /// single-record method above (the merge rules unchanged, no read-then-write), on
-    /// ONE writer connection inside ONE transaction. All of them commit or none does:
+    /// Group commit: runs `ops` table by table, parents first (sessions, turns,
+    /// messages, subagents, usage, import files), each table's in the order given, each
+    /// through the same one statement as its single-record method above (the merge
+    /// rules unchanged, no read-then-write), on ONE writer connection inside ONE
+    /// transaction: every row meets its writes in the order given. All of them commit or none does:
     /// on `Err` nothing of the batch is written, and a caller that needs per-record
     /// outcomes retries record by record. Returns once the batch is committed.
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError>;

@@ -347,14 +347,8 @@ pub(crate) const NON_ARBITER_UNIQUE_INDEXES: [&str; 2] =
 /// and every SET expression reads the pre-update row, so a first terminal frame sets
 /// tool_status and settled_at together.
 pub(crate) fn upsert_subagent(e: Engine) -> String {
-    upsert_subagent_from(e, 1)
-}
-
-/// [`upsert_subagent`] with its parameters numbered from `$first` (the same statement,
-/// so it can follow another one in a multi-statement SQLite query).
-pub(crate) fn upsert_subagent_from(e: Engine, first: usize) -> String {
     let columns = SUBAGENT_COLUMNS.join(", ");
-    let values = placeholders(e, &SUBAGENT_COLUMNS, first);
+    let values = placeholders(e, &SUBAGENT_COLUMNS, 1);
     let t = "task_session_subagents";
     let mut sets = vec![
         // AC-2a: the first non-NULL turn wins; a NULL is filled later.
@@ -488,9 +482,6 @@ const MESSAGE_COLUMNS: [&str; 10] = [
     "updated_at",
 ];
 
-/// The parameters of [`upsert_message`].
-pub(crate) const MESSAGE_PARAMS: usize = MESSAGE_COLUMNS.len();
-
 /// `$first, $first+1, …` for `columns`, timestamps through the engine's cast.
 fn placeholders(e: Engine, columns: &[&str], first: usize) -> String {
     columns
@@ -522,17 +513,52 @@ pub(crate) fn upsert_message(e: Engine) -> String {
     )
 }
 
-/// SQLite only: the message upsert and then the subagent merge of the same frame, each
-/// its own unchanged statement, sent as one multi-statement query (`$1`…`$10` message,
-/// `$11`…`$32` subagent; SQLite binds `$N` by name across the statements). One round
-/// trip through the driver's worker thread instead of two. PostgreSQL's extended
-/// protocol takes one statement per query, so it runs the two separately.
-pub(crate) fn upsert_message_then_subagent(e: Engine) -> String {
-    format!(
-        "{};\n{}",
-        upsert_message(e),
-        upsert_subagent_from(e, MESSAGE_PARAMS + 1)
-    )
+/// `statement` `count` times as one multi-statement query, copy `k` with every `$n`
+/// renumbered to `$(k * params + n)` (SQLite binds `$N` by its number across the
+/// statements of one query), `params` being the statement's highest `$n`. Each copy is
+/// the unchanged statement, so the merge rules are the same; one query is one round trip
+/// through the driver's worker thread instead of `count`. SQLite only: PostgreSQL's
+/// extended protocol takes one statement per query.
+pub(crate) fn repeated(statement: &str, count: usize) -> String {
+    let params = highest_param(statement);
+    (0..count)
+        .map(|k| renumber_params(statement, k * params))
+        .collect::<Vec<_>>()
+        .join(";\n")
+}
+
+/// The highest `$n` placeholder of `statement` (0 when it has none).
+pub(crate) fn highest_param(statement: &str) -> usize {
+    let mut highest = 0;
+    scan_params(statement, |n| {
+        highest = highest.max(n);
+        n
+    });
+    highest
+}
+
+/// `statement` with every `$n` placeholder moved up by `by`.
+fn renumber_params(statement: &str, by: usize) -> String {
+    scan_params(statement, |n| n + by)
+}
+
+/// Rewrites every `$n` (a `$` followed by digits) of `statement` through `f`; the
+/// statements this is used on have no `$` inside a literal.
+fn scan_params(statement: &str, mut f: impl FnMut(usize) -> usize) -> String {
+    let mut out = String::with_capacity(statement.len() + 16);
+    let mut rest = statement;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) if digits > 0 => out.push_str(&f(n).to_string()),
+            _ => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `columns` as a select list, timestamps rendered canonically under their own names.

@@ -43,26 +43,115 @@ pub(crate) struct Statements {
     pub(crate) upsert_subagent: String,
     pub(crate) upsert_usage: String,
     upsert_import_file: String,
-    /// SQLite only (see [`sql::upsert_message_then_subagent`]).
-    message_then_subagent: Option<String>,
-    upsert_transcript_mark: String,
+    /// Per [`Table`], the group-commit queries: `(n, the upsert n times)`, largest `n`
+    /// first, ending with `n = 1`.
+    batched: [Vec<(usize, String)>; TABLES.len()],
     begin_write: &'static str,
+}
+
+/// How many upserts of one table a group commit sends as one query on SQLite (each
+/// size a cached prepared statement; a run is cut into the largest that fit).
+const SQLITE_CHUNK_SIZES: [usize; 7] = [64, 32, 16, 8, 4, 2, 1];
+
+/// The tables a group commit writes, in the order it writes them: a row's parents
+/// (its session, its turn) before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Table {
+    Session,
+    Turn,
+    Message,
+    Subagent,
+    Usage,
+    ImportFile,
+    /// How far a transcript is applied: last, so it commits with the writes it covers.
+    TranscriptMark,
+}
+
+const TABLES: [Table; 7] = [
+    Table::Session,
+    Table::Turn,
+    Table::Message,
+    Table::Subagent,
+    Table::Usage,
+    Table::ImportFile,
+    Table::TranscriptMark,
+];
+
+impl Table {
+    fn of(op: &WriteOp<'_>) -> Self {
+        match op {
+            WriteOp::Session(_) => Table::Session,
+            WriteOp::Turn(_) => Table::Turn,
+            WriteOp::Message(_) => Table::Message,
+            WriteOp::Subagent(_) => Table::Subagent,
+            WriteOp::Usage(_) => Table::Usage,
+            WriteOp::ImportFile(_) => Table::ImportFile,
+            WriteOp::TranscriptMark(_) => Table::TranscriptMark,
+        }
+    }
+
+    /// What a failure of its upsert is called.
+    fn op_name(self) -> &'static str {
+        match self {
+            Table::Session => "session upsert",
+            Table::Turn => "turn upsert",
+            Table::Message => "message upsert",
+            Table::Subagent => "subagent upsert",
+            Table::Usage => "usage upsert",
+            Table::ImportFile => "import file upsert",
+            Table::TranscriptMark => "transcript mark upsert",
+        }
+    }
 }
 
 impl Statements {
     pub(crate) fn new(e: Engine) -> Self {
+        let upsert_session = sql::upsert_session(e);
+        let upsert_turn = sql::upsert_turn(e);
+        let upsert_message = sql::upsert_message(e);
+        let upsert_subagent = sql::upsert_subagent(e);
+        let upsert_usage = sql::upsert_usage(e);
+        let upsert_import_file = sql::upsert_import_file(e);
+        let upsert_transcript_mark = sql::upsert_transcript_mark(e);
+        let sizes: &[usize] = match e {
+            Engine::Sqlite => &SQLITE_CHUNK_SIZES,
+            Engine::Postgres => &[1],
+        };
+        let batched = [
+            &upsert_session,
+            &upsert_turn,
+            &upsert_message,
+            &upsert_subagent,
+            &upsert_usage,
+            &upsert_import_file,
+            &upsert_transcript_mark,
+        ]
+        .map(|single| {
+            sizes
+                .iter()
+                .map(|&n| (n, sql::repeated(single, n)))
+                .collect()
+        });
         Statements {
-            upsert_session: sql::upsert_session(e),
-            upsert_turn: sql::upsert_turn(e),
-            upsert_message: sql::upsert_message(e),
-            upsert_subagent: sql::upsert_subagent(e),
-            upsert_usage: sql::upsert_usage(e),
-            upsert_import_file: sql::upsert_import_file(e),
-            message_then_subagent: (e == Engine::Sqlite)
-                .then(|| sql::upsert_message_then_subagent(e)),
-            upsert_transcript_mark: sql::upsert_transcript_mark(e),
+            upsert_session,
+            upsert_turn,
+            upsert_message,
+            upsert_subagent,
+            upsert_usage,
+            upsert_import_file,
+            batched,
             begin_write: sql::begin_write(e),
         }
+    }
+
+    /// The largest group-commit query of `table` for at most `run` upserts.
+    fn chunk(&self, table: Table, run: usize) -> (usize, &str) {
+        let queries = &self.batched[table as usize];
+        queries
+            .iter()
+            .find(|(n, _)| *n <= run)
+            .or(queries.last())
+            .map_or((1, ""), |(n, q)| (*n, q.as_str()))
     }
 }
 
@@ -124,7 +213,7 @@ macro_rules! bind_turn {
     }};
 }
 
-/// Appends the [`sql::MESSAGE_PARAMS`] binds of [`sql::upsert_message`] to `$query`.
+/// Appends the binds of [`sql::upsert_message`] to `$query`.
 macro_rules! bind_message {
     ($query:expr, $m:expr) => {{
         let m: &MessageRecord = $m;
@@ -311,11 +400,13 @@ pub(crate) async fn upsert_import_file(
 /// timeout), the statements, `COMMIT`. What a
 /// statement costs through sqlx is mostly its round trip to the connection's worker
 /// thread (SQLite) or the server (PostgreSQL), and outside a transaction each statement
-/// is also its own commit; a batch pays the acquire and the commit once. On SQLite a
-/// message upsert directly followed by a subagent upsert (one tool frame) goes as one
-/// two-statement query, so a frame costs one round trip. Any error drops the
-/// transaction, which rolls it back: all or nothing. A batch that lost an insert race
-/// runs again whole ([`retry_lost_insert_race`]).
+/// is also its own commit; a batch pays the acquire and the commit once. The upserts run
+/// table by table (sessions, turns, messages, subagents, usage, import files: parents
+/// first), each table's in the order given, so every row meets the same merges in the
+/// same order; on SQLite each run of one table's upserts goes as a few multi-statement
+/// queries ([`sql::repeated`]), so a batch costs a handful of round trips per table.
+/// Any error drops the transaction, which rolls it back: all or nothing. A batch that
+/// lost an insert race runs again whole ([`retry_lost_insert_race`]).
 pub(crate) async fn write_batch(
     pools: &Pools,
     st: &Statements,
@@ -324,7 +415,10 @@ pub(crate) async fn write_batch(
     if ops.is_empty() {
         return Ok(());
     }
-    retry_lost_insert_race(|| write_batch_once(pools, st, ops)).await
+    let mut ordered: Vec<WriteOp<'_>> = ops.to_vec();
+    // Stable: each table's upserts keep their order.
+    ordered.sort_by_key(Table::of);
+    retry_lost_insert_race(|| write_batch_once(pools, st, &ordered)).await
 }
 
 async fn write_batch_once(
@@ -337,62 +431,45 @@ async fn write_batch_once(
             .begin_with(st.begin_write)
             .await
             .map_err(StoreError::query("batch begin"))?;
-        let mut i = 0;
-        while i < ops.len() {
-            let pair = match (ops[i], ops.get(i + 1), &st.message_then_subagent) {
-                (WriteOp::Message(m), Some(WriteOp::Subagent(r)), Some(both)) => {
-                    Some((m, *r, both))
-                }
-                _ => None,
-            };
-            if let Some((m, r, both)) = pair {
-                let binds = SubagentBinds::new(r);
-                bind_subagent!(bind_message!(sqlx::query(both), m), &binds)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("message and subagent upsert"))?;
-                i += 2;
-                continue;
+        let mut rest = ops;
+        while let Some(first) = rest.first() {
+            let table = Table::of(first);
+            let run = rest.iter().take_while(|op| Table::of(op) == table).count();
+            let (n, statement) = st.chunk(table, run);
+            let (chunk, after) = rest.split_at(n.min(rest.len()));
+            rest = after;
+            // Computed binds must outlive the query that borrows them.
+            let subagents: Vec<SubagentBinds<'_>> = chunk
+                .iter()
+                .filter_map(|op| match op {
+                    WriteOp::Subagent(r) => Some(SubagentBinds::new(r)),
+                    _ => None,
+                })
+                .collect();
+            let mut query = sqlx::query(statement);
+            let mut subagent = subagents.iter();
+            for op in chunk {
+                query = match *op {
+                    WriteOp::Session(s) => bind_session!(query, s),
+                    WriteOp::Turn(t) => bind_turn!(query, t),
+                    WriteOp::Message(m) => bind_message!(query, m),
+                    // `subagents` holds one per subagent upsert of the chunk, in order.
+                    WriteOp::Subagent(_) => match subagent.next() {
+                        Some(b) => bind_subagent!(query, b),
+                        None => query,
+                    },
+                    WriteOp::Usage(u) => bind_usage!(query, u),
+                    WriteOp::ImportFile(f) => bind_import_file!(query, f),
+                    WriteOp::TranscriptMark(mark) => query
+                        .bind(&mark.execution_id)
+                        .bind(offset_param(mark.applied_through))
+                        .bind(Timestamp::now().canonical()),
+                };
             }
-            match ops[i] {
-                WriteOp::Session(s) => bind_session!(sqlx::query(&st.upsert_session), s)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("session upsert"))?,
-                WriteOp::Turn(t) => bind_turn!(sqlx::query(&st.upsert_turn), t)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("turn upsert"))?,
-                WriteOp::Message(m) => bind_message!(sqlx::query(&st.upsert_message), m)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("message upsert"))?,
-                WriteOp::Subagent(r) => {
-                    let binds = SubagentBinds::new(r);
-                    bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(StoreError::query("subagent upsert"))?
-                }
-                WriteOp::TranscriptMark(mark) => sqlx::query(&st.upsert_transcript_mark)
-                    .bind(&mark.execution_id)
-                    .bind(offset_param(mark.applied_through))
-                    .bind(Timestamp::now().canonical())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("transcript mark upsert"))?,
-                WriteOp::Usage(u) => bind_usage!(sqlx::query(&st.upsert_usage), u)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::query("usage upsert"))?,
-                WriteOp::ImportFile(f) => {
-                    bind_import_file!(sqlx::query(&st.upsert_import_file), f)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(StoreError::query("import file upsert"))?
-                }
-            };
-            i += 1;
+            query
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::query(table.op_name()))?;
         }
         tx.commit().await.map_err(StoreError::query("batch commit"))
     })

@@ -276,9 +276,9 @@ pub(super) fn read_lines(path: &Path, mut on_line: impl FnMut(Line<'_>)) -> io::
     let mut size = 0u64;
     loop {
         let filled = buffer.len();
-        buffer.resize(filled + CHUNK, 0);
-        let n = file.read(&mut buffer[filled..])?;
-        buffer.truncate(filled + n);
+        // Into the spare capacity, nothing zeroed first (most logs are far smaller
+        // than a chunk).
+        let n = (&mut file).take(CHUNK as u64).read_to_end(&mut buffer)?;
         if n == 0 {
             break;
         }
