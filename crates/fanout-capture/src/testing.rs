@@ -32,7 +32,7 @@ pub async fn row_differences(store: &SqlStore, expected: &[Map<String, Value>]) 
                 })
                 .cloned()
                 .unwrap_or(Value::Null);
-            row_json(row, &first["acp_session_id"], turn)
+            subagent_row_json(row, &first["acp_session_id"], turn)
         })
         .collect();
     let mut differences = Vec::new();
@@ -62,8 +62,13 @@ pub async fn row_differences(store: &SqlStore, expected: &[Map<String, Value>]) 
     differences
 }
 
-/// A stored row in the shape of an expected one.
-fn row_json(row: &SubagentRow, acp_session_id: &Value, turn_request_id: Value) -> Value {
+/// A stored row in the fields the hand-written expectations spell (`acp_session_id`
+/// and `turn_request_id` as given: the row holds the session and turn row ids).
+pub fn subagent_row_json(
+    row: &SubagentRow,
+    acp_session_id: &Value,
+    turn_request_id: Value,
+) -> Value {
     json!({
         "acp_session_id": acp_session_id,
         "task_id": row.task_id,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use common::{as_store, dump_all, open, text_rows};
 use fanout_capture::import::{KnownFiles, NoProgress, import_paths, import_paths_incremental};
+use fanout_capture::testing::subagent_row_json;
 use fanout_capture::{session_row_id, turn_row_id};
 use fanout_store::testing::TestDb;
 use fanout_store::{SqlStore, UsageRow, both_engines};
@@ -228,8 +229,9 @@ async fn codex_rollouts_write_their_expected_rows(db: TestDb) {
             let acp = want["acp_session_id"].as_str().unwrap();
             let session = session_row_id("unknown", acp);
             for row in store.subagents_by_session(&session).await.expect("rows") {
-                let mut got = common::subagent_row_json(&row, &json!(acp));
+                let mut got = subagent_row_json(&row, &json!(acp), Value::Null);
                 let map = got.as_object_mut().unwrap();
+                map.remove("turn_request_id");
                 map.remove("task_id");
                 map.remove("agent_execution_id");
                 rows.push(got);

@@ -138,34 +138,6 @@ pub fn assert_invariant(c: &fanout_capture::CounterSnapshot) {
     );
 }
 
-/// A subagent row in the fields the hand-written expectations spell (`acp_session_id`
-/// as given: the row holds the session row id).
-pub fn subagent_row_json(
-    row: &fanout_store::SubagentRow,
-    acp_session_id: &serde_json::Value,
-) -> serde_json::Value {
-    serde_json::json!({
-        "tool_call_id": row.tool_call_id,
-        "agent_execution_id": row.agent_execution_id,
-        "task_id": row.task_id,
-        "acp_session_id": acp_session_id,
-        "parent_tool_call_id": row.parent_tool_call_id,
-        "subagent_type": row.subagent_type,
-        "description": row.description,
-        "agent_id": row.agent_id,
-        "child_session_id": row.child_session_id,
-        "model": row.model,
-        "agent_status": row.agent_status,
-        "tool_status": row.tool_status,
-        "settled": row.settled_at.is_some(),
-        "is_async": i64::from(row.is_async),
-        "total_tokens": row.total_tokens,
-        "tool_use_count": row.tool_use_count,
-        "duration_ms": row.duration_ms,
-        "source": row.source,
-    })
-}
-
 /// Every file under `dir` whose name ends with `suffix`, sorted.
 pub fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
