@@ -9,11 +9,14 @@
 //! be installed is a failure; elsewhere its scenarios are skipped with a
 //! message.
 
+mod snapshot_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use fanout_types::in_ci;
 use serde_json::Value;
+use snapshot_support::{copy_dir, fanout, text};
 
 /// (scenario, its installer, the rung that must bind each conversation, by
 /// file name).
@@ -83,43 +86,11 @@ fn installed(installer: &str) -> bool {
     false
 }
 
-fn fanout(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args(args)
-        .arg(dir)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("FANOUT_LOG")
-        .output()
-        .expect("run fanout")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 /// A scratch copy of a committed scenario (its cassette too).
 fn copy_scenario(name: &str) -> (tempfile::TempDir, PathBuf) {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            if entry.file_type().unwrap().is_dir() {
-                copy(&entry.path(), &to.join(entry.file_name()));
-            } else {
-                std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-            }
-        }
-    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join(name);
-    copy(&scenario_dir(name), &dir);
+    copy_dir(&scenario_dir(name), &dir);
     // The installer is named relative to the scenario.
     let toml = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
     let tools = repo().join("tools").canonicalize().unwrap();
@@ -164,7 +135,7 @@ fn every_agent_scenario_replays_keyless_with_the_mock_gone() {
         assert_eq!(rungs_of(&expected), want, "{name}: the rungs recorded");
         assert!(!expected.contains("# MISS"), "{name}");
 
-        let output = fanout(&["snapshot", "run"], &dir);
+        let output = fanout(&["snapshot", "run"], &[&dir]);
         assert!(output.status.success(), "{name}: {}", text(&output));
         assert!(
             text(&output).contains("1 file(s) match"),
@@ -236,7 +207,7 @@ fn one_changed_byte_in_any_recorded_response_fails_with_a_diff() {
             bytes[at] + 1
         };
         std::fs::write(&path, &bytes).unwrap();
-        let output = fanout(&["snapshot", "run"], &dir);
+        let output = fanout(&["snapshot", "run"], &[&dir]);
         let said = text(&output);
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(output.status.code(), Some(1), "{file}: {said}");
@@ -300,7 +271,7 @@ fn independent_subagents_recorded_in_the_other_order_replay_the_same() {
         .map(|(at, _)| at)
         .collect();
     swap_in_index(&dir, "conversations", conversations[0], conversations[1]);
-    let output = fanout(&["snapshot", "run"], &dir);
+    let output = fanout(&["snapshot", "run"], &[&dir]);
     assert!(output.status.success(), "{}", text(&output));
 }
 
@@ -317,7 +288,7 @@ fn a_header_less_agent_whose_content_root_changed_misses_naming_the_difference()
     let changed = toml.replace("subagents read hello.txt", "subagents read HELLO.txt");
     assert_ne!(toml, changed);
     std::fs::write(dir.join("scenario.toml"), changed).unwrap();
-    let output = fanout(&["snapshot", "run"], &dir);
+    let output = fanout(&["snapshot", "run"], &[&dir]);
     let said = text(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");
     let miss = said
@@ -344,7 +315,7 @@ fn snapshot_record_never_overwrites_a_cassette_without_force() {
     let before = std::fs::read(dir.join("cassette/index.json")).unwrap();
     let output = fanout(
         &["snapshot", "record", "--upstream", "http://127.0.0.1:9"],
-        &dir,
+        &[&dir],
     );
     let said = text(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");

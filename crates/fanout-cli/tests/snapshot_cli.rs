@@ -3,8 +3,12 @@
 //! extra session logs fail, bad input is one clear error, and `record` without
 //! a key refuses to run.
 
+mod snapshot_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+use snapshot_support::{copy_dir, fanout, text};
 
 /// The committed scenarios and how many session logs each has.
 const SCENARIOS: [(&str, usize); 5] = [
@@ -19,37 +23,11 @@ fn scenarios_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }
 
-fn fanout(args: &[&str], dirs: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args(args)
-        .args(dirs)
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        // A base URL makes a provider usable without a key (the agent's rule).
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("FANOUT_LOG")
-        .output()
-        .expect("run fanout")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 /// A scratch copy of a committed scenario.
 fn copy_scenario(name: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(scenarios_root().join(name)).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-    }
+    copy_dir(&scenarios_root().join(name), &dir);
     (tmp, dir)
 }
 
