@@ -149,6 +149,18 @@ fn is_transient_sqlstate(code: &str) -> bool {
         || matches!(code, "25006" | "40001" | "40P01" | "55P03")
 }
 
+/// SQLite answered BUSY or LOCKED: another connection holds the lock this one needs.
+pub(crate) fn is_sqlite_busy(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = error else {
+        return false;
+    };
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+        && db
+            .code()
+            .and_then(|code| code.parse::<i64>().ok())
+            .is_some_and(|extended| matches!(extended & 0xff, 5 | 6))
+}
+
 fn is_transient_driver_error(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::Io(_)

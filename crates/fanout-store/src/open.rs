@@ -1,14 +1,15 @@
 //! Opening a database: the URL, the connections (SQLite pragmas and the private file,
 //! PostgreSQL sessions), the schema version guard and the idempotent DDL (AC-17).
 
+use std::future::Future;
 use std::str::FromStr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::error::StoreError;
+use crate::error::{StoreError, is_sqlite_busy};
 use crate::exec::{Pools, with_writer};
 use crate::sql;
 
@@ -85,7 +86,7 @@ async fn open_sqlite(path: &str, target: &str, open: &OpenOptions) -> Result<Poo
     let base = SqliteConnectOptions::new()
         .filename(path)
         .foreign_keys(true)
-        .busy_timeout(Duration::from_secs(5));
+        .busy_timeout(SQLITE_BUSY_TIMEOUT);
     let writer_opts = if open.read_only {
         // Creating it would turn a typo in --db into an empty database that reads as
         // "nothing written"; and a reader sets no journal mode (that is a write).
@@ -105,23 +106,50 @@ async fn open_sqlite(path: &str, target: &str, open: &OpenOptions) -> Result<Poo
     };
     // One writer connection: SQLite serialises writers anyway, and one connection
     // turns contention into queueing instead of SQLITE_BUSY.
-    let writer = SqlitePoolOptions::new()
-        .max_connections(1)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_with(writer_opts)
-        .await
-        .map_err(open_err)?;
-    // Touch the file for real: opening is lazy about permissions.
-    sqlx::query("PRAGMA user_version")
-        .execute(&writer)
-        .await
-        .map_err(open_err)?;
+    let writer = retry_while_busy(|| async {
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(writer_opts.clone())
+            .await?;
+        // Touch the file for real: opening is lazy about permissions.
+        sqlx::query("PRAGMA user_version").execute(&writer).await?;
+        Ok(writer)
+    })
+    .await
+    .map_err(open_err)?;
     let reader = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(base.read_only(true))
         .await
         .map_err(open_err)?;
     Ok(Pools::Sqlite { writer, reader })
+}
+
+/// How long a SQLite connection waits for another's lock before it says "locked".
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `attempt` again while SQLite says BUSY, for up to the busy timeout. The busy
+/// timeout alone does not cover opening: switching a new file to WAL needs it to
+/// itself, and when two connections both want that, SQLite answers one of them BUSY
+/// at once rather than wait (it sees a deadlock), so two proxies and an import
+/// started together on a new file would fail to open.
+async fn retry_while_busy<T, F, Fut>(mut attempt: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let deadline = Instant::now() + SQLITE_BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match attempt().await {
+            Err(err) if is_sqlite_busy(&err) && Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Creates a missing database file as 0600 (DESIGN 7: files fanout writes are private);

@@ -166,3 +166,29 @@ async fn a_read_only_open_of_a_missing_or_unmigrated_sqlite_file_is_refused() {
         "left untouched"
     );
 }
+
+/// Several writers opening one SQLite file none of them has created (two proxies and
+/// an import started together). Turning a new file to WAL needs the file to itself,
+/// and SQLite answers two such openers "database is locked" at once, without waiting
+/// out the busy timeout (it sees a deadlock): each open must wait its turn instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writers_opening_a_new_sqlite_file_at_once_all_open() {
+    const ROUNDS: usize = 10;
+    const OPENERS: usize = 6;
+    for round in 0..ROUNDS {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("new.db").display());
+        let opens: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { SqlStore::open(&url).await })
+            })
+            .collect();
+        for open in opens {
+            match open.await.unwrap() {
+                Ok(store) => store.close().await,
+                Err(err) => panic!("round {round}: {err}"),
+            }
+        }
+    }
+}
