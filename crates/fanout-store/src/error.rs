@@ -26,6 +26,18 @@ pub enum StoreError {
         cause: sqlx::Error,
     },
 
+    /// A bulk group commit ([`crate::OpenOptions::bulk_writes`]) failed on its SQLite
+    /// connection; the transaction rolled back, nothing of it was written.
+    #[error("{op} failed on SQLite database {path}: {cause}")]
+    Bulk {
+        /// The step that failed: `bulk open`, `batch begin`, a table's upsert, `batch commit`.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// SQLite's error.
+        cause: rusqlite::Error,
+    },
+
     /// The PostgreSQL server could not be reached or refused the login.
     #[error("cannot connect to PostgreSQL at {target}: {cause}")]
     ConnectPostgres {
@@ -127,6 +139,9 @@ impl StoreError {
             | StoreError::ConnectPostgres { cause, .. }
             | StoreError::Schema { cause, .. }
             | StoreError::Query { cause, .. } => is_transient_driver_error(cause),
+            StoreError::Bulk { cause, .. } => cause.sqlite_error().is_some_and(|e| {
+                SQLITE_TRANSIENT_CODES.contains(&i64::from(e.extended_code & 0xff))
+            }),
             StoreError::InvalidUrl { .. }
             | StoreError::NewerSchema { .. }
             | StoreError::NoDatabase { .. }

@@ -22,6 +22,7 @@
 //! and the report are inherent methods of [`SqlStore`].
 
 mod api;
+mod bulk;
 mod cost;
 mod error;
 mod exec;

@@ -24,6 +24,12 @@ pub struct OpenOptions {
     /// PostgreSQL sessions are read-only. A missing SQLite file or a database without
     /// the current schema is an error that says so.
     pub read_only: bool,
+    /// SQLite: run group commits ([`crate::Store::write_batch`]) on a connection of
+    /// their own, statement by statement on the calling thread, instead of through the
+    /// driver's worker thread: about twice as fast for a writer that waits on each
+    /// commit anyway (an import), but the calling thread blocks for the commit, so
+    /// not for a writer that must stay responsive (the proxy). PostgreSQL ignores it.
+    pub bulk_writes: bool,
 }
 
 /// Connects to `sqlite://PATH` or `postgres://…`; `target` is the redacted URL, for
@@ -67,7 +73,7 @@ pub fn store_identity(url: &str) -> String {
 }
 
 /// `sqlite://PATH` or `sqlite:PATH` -> PATH.
-fn sqlite_path(url: &str) -> Option<&str> {
+pub(crate) fn sqlite_path(url: &str) -> Option<&str> {
     url.strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
 }
@@ -127,7 +133,7 @@ async fn open_sqlite(path: &str, target: &str, open: &OpenOptions) -> Result<Poo
 }
 
 /// How long a SQLite connection waits for another's lock before it says "locked".
-const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `attempt` again while SQLite says BUSY, for up to the busy timeout. The busy
 /// timeout alone does not cover opening: switching a new file to WAL needs it to

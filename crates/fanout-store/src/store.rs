@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use crate::api::{Store, WriteOp};
+use crate::bulk::{BulkWriter, run_blocking};
 use crate::cost::UsageCell;
 use crate::error::{StoreError, redact_url};
 use crate::exec::Pools;
@@ -23,6 +24,8 @@ pub struct SqlStore {
     target: String,
     report: MigrationReport,
     read_only: bool,
+    /// Group commits on a connection of their own ([`OpenOptions::bulk_writes`]).
+    bulk: Option<BulkWriter>,
 }
 
 impl SqlStore {
@@ -46,6 +49,7 @@ impl SqlStore {
                 steps: Vec::new(),
             },
             read_only: options.read_only,
+            bulk: None,
         };
         if options.read_only {
             if found != Some(sql::SCHEMA_VERSION) {
@@ -59,6 +63,11 @@ impl SqlStore {
         }
         open::create_schema(&store.pools, &store.target).await?;
         store.report.steps = migrate::run_migrations(&store.pools).await;
+        if options.bulk_writes
+            && let Some(path) = open::sqlite_path(url)
+        {
+            store.bulk = Some(BulkWriter::open(path, open::SQLITE_BUSY_TIMEOUT)?);
+        }
         Ok(store)
     }
 
@@ -81,6 +90,9 @@ impl SqlStore {
     /// database file, so the file alone holds everything written (a copy of it is a
     /// whole database); a read-only one leaves the file alone.
     pub async fn close(&self) {
+        if let Some(bulk) = &self.bulk {
+            bulk.close();
+        }
         self.pools.close(!self.read_only, &self.target).await;
     }
 
@@ -277,6 +289,9 @@ impl Store for SqlStore {
     }
 
     async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        if let Some(bulk) = &self.bulk {
+            return run_blocking(|| bulk.write_batch(&self.statements, ops));
+        }
         write::write_batch(&self.pools, &self.statements, ops).await
     }
 

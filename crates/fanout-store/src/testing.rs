@@ -21,6 +21,8 @@ pub const POSTGRES_URL_VAR: &str = "FANOUT_TEST_POSTGRES_URL";
 pub struct TestDb {
     /// The database's URL, for [`SqlStore::open`] or a plain driver connection.
     pub url: String,
+    /// [`TestDb::open`] opens it with [`crate::OpenOptions::bulk_writes`].
+    pub bulk_writes: bool,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -31,7 +33,17 @@ impl TestDb {
         let url = format!("sqlite://{}", dir.path().join("fanout.db").display());
         TestDb {
             url,
+            bulk_writes: false,
             _dir: Some(dir),
+        }
+    }
+
+    /// A new SQLite file whose writing stores run their group commits on a connection
+    /// of their own ([`crate::OpenOptions::bulk_writes`], as `fanout import` does).
+    pub fn sqlite_bulk() -> TestDb {
+        TestDb {
+            bulk_writes: true,
+            ..TestDb::sqlite()
         }
     }
 
@@ -61,6 +73,7 @@ impl TestDb {
         admin.close().await.ok();
         Some(TestDb {
             url: with_database(&admin_url, &name),
+            bulk_writes: false,
             _dir: None,
         })
     }
@@ -69,7 +82,10 @@ impl TestDb {
     /// imports several fixtures into separate stores on the engine it was given).
     pub async fn fresh_like(&self) -> TestDb {
         if self.url.starts_with("sqlite:") {
-            TestDb::sqlite()
+            TestDb {
+                bulk_writes: self.bulk_writes,
+                ..TestDb::sqlite()
+            }
         } else {
             TestDb::postgres()
                 .await
@@ -79,7 +95,11 @@ impl TestDb {
 
     /// Opens a writing store on it (creating the schema, running the migrations).
     pub async fn open(&self) -> Result<SqlStore, StoreError> {
-        SqlStore::open(&self.url).await
+        let options = crate::OpenOptions {
+            bulk_writes: self.bulk_writes,
+            ..crate::OpenOptions::default()
+        };
+        SqlStore::open_with(&self.url, &options).await
     }
 }
 
@@ -162,8 +182,9 @@ pub fn with_database(url: &str, database: &str) -> String {
     out
 }
 
-/// Runs one async test body against SQLite, and against PostgreSQL when available.
-/// Expands to a module with a `sqlite` and a `postgres` test.
+/// Runs one async test body against SQLite (with and without bulk writes), and against
+/// PostgreSQL when available. Expands to a module with a `sqlite`, a `sqlite_bulk` and
+/// a `postgres` test.
 #[macro_export]
 macro_rules! both_engines {
     ($($name:ident),* $(,)?) => {$(
@@ -171,6 +192,12 @@ macro_rules! both_engines {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn sqlite() {
                 let db = $crate::testing::TestDb::sqlite();
+                super::$name(db).await;
+            }
+            /// SQLite with the group commits of `fanout import` (bulk writes).
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite_bulk() {
+                let db = $crate::testing::TestDb::sqlite_bulk();
                 super::$name(db).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -198,7 +225,12 @@ impl LogCapture {
             .with_ansi(false)
             .with_max_level(tracing::Level::WARN)
             .finish();
-        tracing::dispatcher::set_default(&tracing::Dispatch::new(subscriber))
+        let guard = tracing::dispatcher::set_default(&tracing::Dispatch::new(subscriber));
+        // A test on another thread may have met a callsite first, with no subscriber,
+        // and cached "never" for it while this one was being registered: seen as a
+        // missing WARN once under load. Recomputed now, the cache knows this one.
+        tracing::callsite::rebuild_interest_cache();
+        guard
     }
 
     /// Everything logged so far.

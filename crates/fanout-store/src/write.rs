@@ -56,7 +56,7 @@ const SQLITE_CHUNK_SIZES: [usize; 7] = [64, 32, 16, 8, 4, 2, 1];
 /// The tables a group commit writes, in the order it writes them: a row's parents
 /// (its session, its turn) before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Table {
+pub(crate) enum Table {
     Session,
     Turn,
     Message,
@@ -78,7 +78,7 @@ const TABLES: [Table; 7] = [
 ];
 
 impl Table {
-    fn of(op: &WriteOp<'_>) -> Self {
+    pub(crate) fn of(op: &WriteOp<'_>) -> Self {
         match op {
             WriteOp::Session(_) => Table::Session,
             WriteOp::Turn(_) => Table::Turn,
@@ -91,7 +91,7 @@ impl Table {
     }
 
     /// What a failure of its upsert is called.
-    fn op_name(self) -> &'static str {
+    pub(crate) fn op_name(self) -> &'static str {
         match self {
             Table::Session => "session upsert",
             Table::Turn => "turn upsert",
@@ -145,7 +145,7 @@ impl Statements {
     }
 
     /// The largest group-commit query of `table` for at most `run` upserts.
-    fn chunk(&self, table: Table, run: usize) -> (usize, &str) {
+    pub(crate) fn chunk(&self, table: Table, run: usize) -> (usize, &str) {
         let queries = &self.batched[table as usize];
         queries
             .iter()
@@ -156,17 +156,17 @@ impl Statements {
 }
 
 /// The bind values of one subagent upsert that are computed rather than read.
-struct SubagentBinds<'a> {
-    r: &'a SubagentRecord,
-    id: String,
-    execution: &'a str,
-    observed_at: String,
-    settled_at: Option<String>,
-    updated_at: String,
+pub(crate) struct SubagentBinds<'a> {
+    pub(crate) r: &'a SubagentRecord,
+    pub(crate) id: String,
+    pub(crate) execution: &'a str,
+    pub(crate) observed_at: String,
+    pub(crate) settled_at: Option<String>,
+    pub(crate) updated_at: String,
 }
 
 impl<'a> SubagentBinds<'a> {
-    fn new(r: &'a SubagentRecord) -> Self {
+    pub(crate) fn new(r: &'a SubagentRecord) -> Self {
         let execution = non_empty(&r.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION);
         let now = Timestamp::now();
         let observed_at = r.observed_at.unwrap_or(now);
@@ -184,14 +184,14 @@ impl<'a> SubagentBinds<'a> {
 /// Appends the binds of [`sql::upsert_session`] to `$query`.
 macro_rules! bind_session {
     ($query:expr, $s:expr) => {{
-        let s: &SessionRecord = $s;
+        let s: &$crate::model::SessionRecord = $s;
         $query
             .bind(&s.id)
             .bind(&s.task_id)
-            .bind(non_empty(&s.acp_session_id))
-            .bind(non_empty(&s.agent_execution_id))
-            .bind(non_empty(&s.agent_command))
-            .bind(non_empty(&s.cwd))
+            .bind($crate::write::non_empty(&s.acp_session_id))
+            .bind($crate::write::non_empty(&s.agent_execution_id))
+            .bind($crate::write::non_empty(&s.agent_command))
+            .bind($crate::write::non_empty(&s.cwd))
             .bind(s.started_at.canonical())
             .bind(s.completed_at.map(|t| t.canonical()))
             .bind(s.updated_at.canonical())
@@ -201,14 +201,14 @@ macro_rules! bind_session {
 /// Appends the binds of [`sql::upsert_turn`] to `$query`.
 macro_rules! bind_turn {
     ($query:expr, $t:expr) => {{
-        let t: &TurnRecord = $t;
+        let t: &$crate::model::TurnRecord = $t;
         $query
             .bind(&t.id)
             .bind(&t.task_session_id)
             .bind(&t.task_id)
             .bind(t.started_at.canonical())
             .bind(t.completed_at.map(|x| x.canonical()))
-            .bind(non_empty(&t.stop_reason))
+            .bind($crate::write::non_empty(&t.stop_reason))
             .bind(t.updated_at.canonical())
     }};
 }
@@ -216,15 +216,15 @@ macro_rules! bind_turn {
 /// Appends the binds of [`sql::upsert_message`] to `$query`.
 macro_rules! bind_message {
     ($query:expr, $m:expr) => {{
-        let m: &MessageRecord = $m;
+        let m: &$crate::model::MessageRecord = $m;
         $query
             .bind(&m.id)
             .bind(&m.task_session_id)
-            .bind(non_empty(&m.task_id))
-            .bind(non_empty(&m.turn_id))
-            .bind(non_empty(&m.author_type))
-            .bind(non_empty(&m.message_type))
-            .bind(non_empty(&m.content))
+            .bind($crate::write::non_empty(&m.task_id))
+            .bind($crate::write::non_empty(&m.turn_id))
+            .bind($crate::write::non_empty(&m.author_type))
+            .bind($crate::write::non_empty(&m.message_type))
+            .bind($crate::write::non_empty(&m.content))
             .bind(&m.metadata)
             .bind(m.created_at.canonical())
             .bind(m.updated_at.canonical())
@@ -234,27 +234,27 @@ macro_rules! bind_message {
 /// Appends the binds of [`sql::upsert_subagent`] to `$query`.
 macro_rules! bind_subagent {
     ($query:expr, $b:expr) => {{
-        let b: &SubagentBinds<'_> = $b;
+        let b: &$crate::write::SubagentBinds<'_> = $b;
         let r = b.r;
         $query
             .bind(&b.id)
             .bind(&r.task_session_id)
             .bind(&r.task_id)
-            .bind(non_empty(&r.turn_id))
+            .bind($crate::write::non_empty(&r.turn_id))
             .bind(&r.tool_call_id)
             .bind(b.execution)
-            .bind(non_empty(&r.parent_tool_call_id))
-            .bind(non_empty(&r.subagent_type))
-            .bind(non_empty(&r.description))
-            .bind(non_empty(&r.agent_id))
-            .bind(non_empty(&r.child_session_id))
-            .bind(non_empty(&r.model))
-            .bind(non_empty(&r.agent_status))
-            .bind(non_empty(&r.tool_status))
+            .bind($crate::write::non_empty(&r.parent_tool_call_id))
+            .bind($crate::write::non_empty(&r.subagent_type))
+            .bind($crate::write::non_empty(&r.description))
+            .bind($crate::write::non_empty(&r.agent_id))
+            .bind($crate::write::non_empty(&r.child_session_id))
+            .bind($crate::write::non_empty(&r.model))
+            .bind($crate::write::non_empty(&r.agent_status))
+            .bind($crate::write::non_empty(&r.tool_status))
             .bind(i64::from(r.is_async))
-            .bind(metric(r.total_tokens, true))
-            .bind(metric(r.tool_use_count, false))
-            .bind(metric(r.duration_ms, true))
+            .bind($crate::write::metric(r.total_tokens, true))
+            .bind($crate::write::metric(r.tool_use_count, false))
+            .bind($crate::write::metric(r.duration_ms, true))
             .bind(r.source.as_str())
             .bind(&b.observed_at)
             .bind(&b.settled_at)
@@ -265,22 +265,28 @@ macro_rules! bind_subagent {
 /// Appends the binds of [`sql::upsert_usage`] to `$query`.
 macro_rules! bind_usage {
     ($query:expr, $u:expr) => {{
-        let u: &UsageRecord = $u;
+        let u: &$crate::model::UsageRecord = $u;
         let observed_at = u.observed_at.canonical();
         $query
-            .bind(usage_row_id(&u.task_session_id, &u.response_id))
+            .bind($crate::write::usage_row_id(
+                &u.task_session_id,
+                &u.response_id,
+            ))
             .bind(&u.task_session_id)
             .bind(&u.task_id)
-            .bind(non_empty(&u.turn_id))
-            .bind(non_empty(&u.subagent_tool_call_id))
-            .bind(non_empty(&u.agent_execution_id).unwrap_or(UNKNOWN_EXECUTION))
+            .bind($crate::write::non_empty(&u.turn_id))
+            .bind($crate::write::non_empty(&u.subagent_tool_call_id))
+            .bind(
+                $crate::write::non_empty(&u.agent_execution_id)
+                    .unwrap_or($crate::model::UNKNOWN_EXECUTION),
+            )
             .bind(&u.response_id)
-            .bind(non_empty(&u.model))
-            .bind(tokens(u.tokens.input_tokens))
-            .bind(tokens(u.tokens.output_tokens))
-            .bind(tokens(u.tokens.cache_creation_tokens))
-            .bind(tokens(u.tokens.cache_read_tokens))
-            .bind(tokens(u.tokens.reasoning_tokens))
+            .bind($crate::write::non_empty(&u.model))
+            .bind($crate::write::tokens(u.tokens.input_tokens))
+            .bind($crate::write::tokens(u.tokens.output_tokens))
+            .bind($crate::write::tokens(u.tokens.cache_creation_tokens))
+            .bind($crate::write::tokens(u.tokens.cache_read_tokens))
+            .bind($crate::write::tokens(u.tokens.reasoning_tokens))
             .bind(u.source.as_str())
             .bind(observed_at.clone())
             .bind(observed_at)
@@ -290,7 +296,7 @@ macro_rules! bind_usage {
 /// Appends the binds of [`sql::upsert_import_file`] to `$query`.
 macro_rules! bind_import_file {
     ($query:expr, $f:expr) => {{
-        let f: &ImportFileRecord = $f;
+        let f: &$crate::model::ImportFileRecord = $f;
         $query
             .bind(&f.path)
             .bind(f.size)
@@ -301,18 +307,23 @@ macro_rules! bind_import_file {
     }};
 }
 
+// The bulk writer binds the same values in the same order (crate::bulk).
+pub(crate) use {
+    bind_import_file, bind_message, bind_session, bind_subagent, bind_turn, bind_usage,
+};
+
 /// A token figure as the ledger stores it: negative is NULL; 0 is a report.
-fn tokens(value: Option<i64>) -> Option<i64> {
+pub(crate) fn tokens(value: Option<i64>) -> Option<i64> {
     value.filter(|v| *v >= 0)
 }
 
-fn non_empty(value: &Option<String>) -> Option<&str> {
+pub(crate) fn non_empty(value: &Option<String>) -> Option<&str> {
     value.as_deref().filter(|v| !v.is_empty())
 }
 
 /// A metric as the contract stores it: negative is NULL (AC-9), and 0 is NULL where 0
 /// means "not reported" (AC-7a).
-fn metric(value: Option<i64>, zero_is_unreported: bool) -> Option<i64> {
+pub(crate) fn metric(value: Option<i64>, zero_is_unreported: bool) -> Option<i64> {
     value.filter(|v| *v > 0 || (*v == 0 && !zero_is_unreported))
 }
 
@@ -415,10 +426,16 @@ pub(crate) async fn write_batch(
     if ops.is_empty() {
         return Ok(());
     }
-    let mut ordered: Vec<WriteOp<'_>> = ops.to_vec();
-    // Stable: each table's upserts keep their order.
-    ordered.sort_by_key(Table::of);
+    let ordered = in_table_order(ops);
     retry_lost_insert_race(|| write_batch_once(pools, st, &ordered)).await
+}
+
+/// A batch's upserts table by table, parents first; stable, so each table's upserts
+/// keep their order.
+pub(crate) fn in_table_order<'a>(ops: &[WriteOp<'a>]) -> Vec<WriteOp<'a>> {
+    let mut ordered: Vec<WriteOp<'a>> = ops.to_vec();
+    ordered.sort_by_key(Table::of);
+    ordered
 }
 
 async fn write_batch_once(
@@ -476,7 +493,7 @@ async fn write_batch_once(
 }
 
 /// A byte offset as the signed 64-bit integer both engines store (no file is 2^63 bytes).
-fn offset_param(offset: u64) -> i64 {
+pub(crate) fn offset_param(offset: u64) -> i64 {
     i64::try_from(offset).unwrap_or(i64::MAX)
 }
 

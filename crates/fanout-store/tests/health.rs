@@ -191,6 +191,7 @@ async fn postgres_health_ignores_session_time_zone() {
         let options = fanout_store::OpenOptions {
             postgres_session_time_zone: Some(zone.to_owned()),
             read_only: true,
+            ..fanout_store::OpenOptions::default()
         };
         let store = SqlStore::open_with(&db.url, &options).await.unwrap();
         let zone_now: i64 = store
