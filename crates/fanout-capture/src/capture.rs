@@ -460,6 +460,49 @@ impl Capture {
         self.flush(Flush::Group).await;
     }
 
+    /// Commits the queued writes of several captures on one store as one
+    /// [`Store::write_batch`] (one transaction): an import's small units share a commit
+    /// instead of paying one each. If that batch fails, nothing of it was written, and
+    /// each capture commits its own writes as [`Capture::commit_queued`] does, so a
+    /// failure is attributed to its own unit.
+    pub(crate) async fn commit_queued_together(captures: &mut [&mut Capture]) {
+        if let [first, _, ..] = &*captures {
+            let store = Arc::clone(&first.store);
+            // `queued_messages` indexes `pending`: it stays valid while it is put back.
+            let pending: Vec<Vec<Pending>> = captures
+                .iter_mut()
+                .map(|c| std::mem::take(&mut c.pending))
+                .collect();
+            let ops: Vec<WriteOp<'_>> = pending.iter().flatten().map(Pending::op).collect();
+            let result = store.write_batch(&ops).await;
+            drop(ops);
+            match result {
+                Ok(()) => {
+                    for (capture, writes) in captures.iter_mut().zip(pending) {
+                        capture.queued_messages.clear();
+                        for write in &writes {
+                            capture.settle(write, None);
+                        }
+                    }
+                    return;
+                }
+                Err(error) => {
+                    tracing::debug!(
+                        units = captures.len(),
+                        %error,
+                        "joint commit failed; committing unit by unit"
+                    );
+                    for (capture, writes) in captures.iter_mut().zip(pending) {
+                        capture.pending = writes;
+                    }
+                }
+            }
+        }
+        for capture in captures {
+            capture.commit_queued().await;
+        }
+    }
+
     /// A session was opened (or first seen): remember its cwd and queue its row.
     pub(crate) fn queue_open_session(
         &mut self,

@@ -37,7 +37,7 @@ pub struct ImportArgs {
 }
 
 pub async fn run(args: ImportArgs) -> Result<ExitCode> {
-    let store = args.db.open().await?;
+    let store = args.db.open_for_bulk_writes().await?;
     let store = Arc::new(store);
     let bar = std::io::stderr().is_terminal().then(BarProgress::new);
     let progress: &dyn ImportProgress = match &bar {

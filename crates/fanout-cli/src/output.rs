@@ -32,6 +32,16 @@ impl DbArgs {
         self.open_with(&OpenOptions::default()).await
     }
 
+    /// Opens the store for a bulk writer (`import`): as [`DbArgs::open`], with SQLite's
+    /// group commits on a connection of their own ([`OpenOptions::bulk_writes`]).
+    pub async fn open_for_bulk_writes(&self) -> Result<SqlStore> {
+        self.open_with(&OpenOptions {
+            bulk_writes: true,
+            ..OpenOptions::default()
+        })
+        .await
+    }
+
     /// Opens the store for a read-only command: nothing is created, migrated or
     /// backfilled, so what it reports is the database as it is (a missing SQLite file
     /// or an unmigrated database is an error that says so).

@@ -133,7 +133,10 @@ pub(super) fn read_claude_session(
 
 /// Writes a read session: entries of all logs in time order through one [`Capture`],
 /// committed in groups; the files' import state goes with the last group.
-pub(super) async fn write_claude_session(store: Arc<dyn Store>, read: ReadSession) -> FileSummary {
+pub(super) async fn write_claude_session(
+    store: Arc<dyn Store>,
+    read: ReadSession,
+) -> super::QueuedUnit {
     let ReadSession {
         summary,
         mut streams,
@@ -156,7 +159,7 @@ pub(super) async fn write_claude_session(store: Arc<dyn Store>, read: ReadSessio
         }
     }
     replay.finish(&mut capture);
-    super::finish_unit(capture, files, summary).await
+    super::queue_unit(capture, files, summary)
 }
 
 /// Reads one log: its entries, its bad lines and notes, its import state. An unchanged

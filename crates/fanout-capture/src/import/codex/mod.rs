@@ -226,7 +226,10 @@ impl SpawnLinks {
 }
 
 /// Writes a read session: the threads' records in time order through one [`Capture`].
-pub(super) async fn write_codex_session(store: Arc<dyn Store>, read: ReadSession) -> FileSummary {
+pub(super) async fn write_codex_session(
+    store: Arc<dyn Store>,
+    read: ReadSession,
+) -> super::QueuedUnit {
     let ReadSession {
         summary,
         root,
@@ -265,7 +268,7 @@ pub(super) async fn write_codex_session(store: Arc<dyn Store>, read: ReadSession
             capture.commit_queued().await;
         }
     }
-    super::finish_unit(capture, files, summary).await
+    super::queue_unit(capture, files, summary)
 }
 
 /// A thread's stream key: the spawn that made it (`None` for the root) and its id.
