@@ -86,7 +86,7 @@ pub(crate) struct LostTally {
 
 /// The newlines in `bytes`.
 pub(crate) fn count_lines(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|b| **b == b'\n').count() as u64
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 fn index(direction: Direction) -> usize {
@@ -102,6 +102,9 @@ struct State {
     queued_bytes: usize,
     lost: [Option<(Timestamp, LostTally)>; 2],
     closed: bool,
+    /// A thread waits on the condition variable: only then is a futex wake (a system
+    /// call on the pump's path) worth making.
+    waiting: bool,
 }
 
 impl State {
@@ -184,8 +187,12 @@ impl ChunkQueue {
                 bytes: bytes.to_vec(),
             },
         );
+        let waiting = state.waiting;
         drop(state);
-        self.wake();
+        if waiting {
+            self.ready.notify_one();
+        }
+        self.notify.notify_one();
         Offered::Queued
     }
 
@@ -237,8 +244,10 @@ impl ChunkQueue {
         let mut state = self.state();
         loop {
             if let Some(taken) = self.take_now(&mut state, into) {
+                state.waiting = false;
                 return taken;
             }
+            state.waiting = true;
             state = self
                 .ready
                 .wait(state)
