@@ -622,7 +622,11 @@ pub(crate) fn backfill_high_water(e: Engine) -> String {
 }
 
 /// AC-21…AC-23a: one unbounded `INSERT … SELECT`, newest message per (session,
-/// tool_call_id) wins, live rows win (`DO NOTHING`).
+/// tool_call_id) wins, live rows win (`DO NOTHING`). It inserts nothing once both
+/// activation keys exist: a store that found the database unactivated may run it after
+/// another store activated it and began capturing live, and must not backfill that
+/// store's live messages as rows of an unknown execution (seen when two proxies and an
+/// import opened one new file together).
 pub(crate) fn backfill_insert(e: Engine) -> String {
     let doc = "r.doc";
     let st = |field: &str| e.json_text_or_null(doc, &["normalized", "subagent_task", field]);
@@ -666,6 +670,8 @@ pub(crate) fn backfill_insert(e: Engine) -> String {
          )
          INSERT INTO task_session_subagents ({})
          SELECT {} FROM ranked r WHERE r.rn = 1
+           AND NOT (EXISTS (SELECT 1 FROM fanout_meta WHERE key = '{KEY_CAPTURE_SINCE}')
+                AND EXISTS (SELECT 1 FROM fanout_meta WHERE key = '{KEY_BACKFILL_THROUGH}'))
          ON CONFLICT (task_session_id, agent_execution_id, tool_call_id) DO NOTHING",
         subagent_messages(e, None, true),
         SUBAGENT_COLUMNS.join(", "),

@@ -91,6 +91,7 @@ both_engines!(
     capture_since_is_sampled_after_the_backfill_insert,
     backfill_through_is_empty_without_messages,
     no_rescan_once_activated,
+    a_backfill_that_lost_the_activation_race_inserts_nothing,
     partial_key_pair_is_completed_next_start,
     failing_step_logs_its_name_and_writes_no_key,
     newer_schema_is_refused_and_left_untouched,
@@ -516,6 +517,25 @@ async fn no_rescan_once_activated(db: TestDb) {
             .is_empty(),
         "neither restored nor scanned"
     );
+}
+
+/// A store that read the activation keys before another store activated the database
+/// runs its backfill after that store began capturing: the statement itself must see
+/// the keys and leave the live messages alone (two proxies and an import opening one
+/// new file together made a second row, of execution `unknown`, for a live call).
+async fn a_backfill_that_lost_the_activation_race_inserts_nothing(db: TestDb) {
+    let store = db.open().await.unwrap();
+    assert!(store.activation().await.unwrap().is_active());
+    seed_session(&store).await;
+    // Live capture after activation: a subagent launch message.
+    insert_plain(&store, "m-1", "task-1", "tc-1", "2026-08-10T09:00:00Z").await;
+    // The late store's backfill statement, exactly as its migration step runs it.
+    let inserted = store
+        .execute_raw(&store.backfill_statement())
+        .await
+        .unwrap();
+    assert_eq!(inserted, 0);
+    assert!(store.subagents_by_session("s1").await.unwrap().is_empty());
 }
 
 async fn partial_key_pair_is_completed_next_start(db: TestDb) {
