@@ -205,11 +205,13 @@ async fn backfill_vs_bare_insert(messages: usize) {
         let name = format!("run{run}.db");
         std::fs::copy(&seed_path, dir.path().join(&name)).expect("copy the seeded file");
         let store = open(&dir, &name).await;
+        // Unactivated, as a database from before fanout: both sides find the same file
+        // (the backfill statement inserts nothing into an activated one).
+        store
+            .execute_raw("DELETE FROM fanout_meta WHERE key LIKE 'subagent_context_%'")
+            .await
+            .expect("reset keys");
         let (secs, rows) = if ours {
-            store
-                .execute_raw("DELETE FROM fanout_meta WHERE key LIKE 'subagent_context_%'")
-                .await
-                .expect("reset keys");
             let started = Instant::now();
             let steps = store.run_migrations().await;
             let secs = started.elapsed().as_secs_f64();
