@@ -92,13 +92,31 @@ pub(crate) async fn subagents_where(
 
 /// An `import_files` row as [`sql::select_import_files`] returns it.
 #[derive(sqlx::FromRow)]
-struct RawImportFile {
-    path: String,
-    size: i64,
-    mtime: i64,
-    head_sha256: String,
-    byte_offset: i64,
-    imported_at: String,
+pub(crate) struct RawImportFile {
+    pub(crate) path: String,
+    pub(crate) size: i64,
+    pub(crate) mtime: i64,
+    pub(crate) head_sha256: String,
+    pub(crate) byte_offset: i64,
+    pub(crate) imported_at: String,
+}
+
+impl RawImportFile {
+    pub(crate) fn into_record(self) -> Result<ImportFileRecord, StoreError> {
+        Ok(ImportFileRecord {
+            imported_at: Timestamp::parse(&self.imported_at).map_err(|cause| {
+                StoreError::BadTimestamp {
+                    what: "import_files.imported_at".to_owned(),
+                    cause,
+                }
+            })?,
+            path: self.path,
+            size: self.size,
+            mtime: self.mtime,
+            head_sha256: self.head_sha256,
+            offset: self.byte_offset,
+        })
+    }
 }
 
 /// Every `import_files` row, by path.
@@ -107,21 +125,5 @@ pub(crate) async fn import_files(reader: Reader<'_>) -> Result<Vec<ImportFileRec
     let rows: Vec<RawImportFile> = reader
         .fetch_all("import files read", &statement, &[])
         .await?;
-    rows.into_iter()
-        .map(|raw| {
-            Ok(ImportFileRecord {
-                imported_at: Timestamp::parse(&raw.imported_at).map_err(|cause| {
-                    StoreError::BadTimestamp {
-                        what: "import_files.imported_at".to_owned(),
-                        cause,
-                    }
-                })?,
-                path: raw.path,
-                size: raw.size,
-                mtime: raw.mtime,
-                head_sha256: raw.head_sha256,
-                offset: raw.byte_offset,
-            })
-        })
-        .collect()
+    rows.into_iter().map(RawImportFile::into_record).collect()
 }

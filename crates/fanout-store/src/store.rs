@@ -224,6 +224,9 @@ impl SqlStore {
 
     /// Everything `fanout import` knows of the files it read (`import_files`), by path.
     pub async fn import_files(&self) -> Result<Vec<ImportFileRecord>, StoreError> {
+        if let Some(bulk) = &self.bulk {
+            return run_blocking(|| bulk.import_files());
+        }
         read::import_files(self.pools.reader()).await
     }
 

@@ -7,7 +7,7 @@
 //! Codex `session_meta`. Codex threads are grouped by their root thread, with the
 //! ancestors of a changed thread read for context.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -139,13 +139,15 @@ pub fn discover_changed(paths: &[PathBuf], known: &KnownFiles) -> Discovery {
         .filter_map(|(p, _)| rollout_thread_id(p).map(|id| (id.to_owned(), p.clone())))
         .collect();
 
-    let mut seen = BTreeSet::new();
+    let mut seen = HashSet::new();
     let mut codex = CodexGroups::default();
     for (path, explicit) in candidates {
         // A subagent log stands for its session, whose log reads it.
         let unit = match session_log_of(&path) {
-            Some(Ok(log)) => log,
-            Some(Err(missing)) => {
+            // Its session is planned already: no need to look for its log again.
+            Some(log) if seen.contains(&log) => continue,
+            Some(log) if log.is_file() => log,
+            Some(missing) => {
                 if seen.insert(path.clone()) {
                     found.skipped.push(SkippedFile {
                         path: path.clone(),
@@ -279,9 +281,9 @@ pub(super) fn subagent_log_agent_id(path: &Path) -> Option<&str> {
 }
 
 /// For a Claude subagent log (`<dir>/<id>/subagents/agent-*.jsonl`, or a workflow
-/// agent's `<dir>/<id>/subagents/workflows/<wf>/agent-*.jsonl`): `Ok(<dir>/<id>.jsonl)`
-/// when that log exists, `Err(it)` when it is missing; `None` for any other file.
-fn session_log_of(path: &Path) -> Option<Result<PathBuf, PathBuf>> {
+/// agent's `<dir>/<id>/subagents/workflows/<wf>/agent-*.jsonl`): its session's log
+/// `<dir>/<id>.jsonl`, which may not exist; `None` for any other file.
+fn session_log_of(path: &Path) -> Option<PathBuf> {
     subagent_log_agent_id(path)?;
     let mut dir = path.parent()?;
     if dir.parent()?.file_name()? == "workflows" {
@@ -292,8 +294,7 @@ fn session_log_of(path: &Path) -> Option<Result<PathBuf, PathBuf>> {
     }
     let session_dir = dir.parent()?;
     let session_id = session_dir.file_name()?.to_str()?;
-    let log = session_dir.parent()?.join(format!("{session_id}.jsonl"));
-    Some(if log.is_file() { Ok(log) } else { Err(log) })
+    Some(session_dir.parent()?.join(format!("{session_id}.jsonl")))
 }
 
 /// The subagent logs of a Claude session log, sorted: `<id>/subagents/agent-*.jsonl`,
