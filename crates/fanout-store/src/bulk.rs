@@ -81,48 +81,64 @@ impl BulkWriter {
         st: &Statements,
         ops: &[WriteOp<'_>],
     ) -> Result<(), StoreError> {
-        let err = |op: &'static str| {
-            move |cause| StoreError::Bulk {
-                op,
-                path: self.path.clone(),
-                cause,
+        let err = |op| self.error(op);
+        self.with_connection(|connection| {
+            let tx = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err("batch begin"))?;
+            for op in in_table_order(ops) {
+                let table = Table::of(&op);
+                let (_, statement) = st.chunk(table, 1);
+                let mut statement = tx.prepare_cached(statement).map_err(err(table.op_name()))?;
+                let subagent;
+                let binds = match op {
+                    WriteOp::Session(s) => bind_session!(Binds::default(), s),
+                    WriteOp::Turn(t) => bind_turn!(Binds::default(), t),
+                    WriteOp::Message(m) => bind_message!(Binds::default(), m),
+                    WriteOp::Subagent(r) => {
+                        subagent = SubagentBinds::new(r);
+                        bind_subagent!(Binds::default(), &subagent)
+                    }
+                    WriteOp::Usage(u) => bind_usage!(Binds::default(), u),
+                    WriteOp::ImportFile(f) => bind_import_file!(Binds::default(), f),
+                    WriteOp::TranscriptMark(mark) => Binds::default()
+                        .bind(&mark.execution_id)
+                        .bind(offset_param(mark.applied_through))
+                        .bind(Timestamp::now().canonical()),
+                };
+                statement
+                    .execute(params_from_iter(binds.0))
+                    .map_err(err(table.op_name()))?;
             }
-        };
+            tx.commit().map_err(err("batch commit"))
+        })
+    }
+
+    /// Runs `work` on the connection (an error once closed).
+    fn with_connection<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut guard = self
             .connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let Some(connection) = guard.as_mut() else {
-            return Err(self.closed());
-        };
-        let tx = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("batch begin"))?;
-        for op in in_table_order(ops) {
-            let table = Table::of(&op);
-            let (_, statement) = st.chunk(table, 1);
-            let mut statement = tx.prepare_cached(statement).map_err(err(table.op_name()))?;
-            let subagent;
-            let binds = match op {
-                WriteOp::Session(s) => bind_session!(Binds::default(), s),
-                WriteOp::Turn(t) => bind_turn!(Binds::default(), t),
-                WriteOp::Message(m) => bind_message!(Binds::default(), m),
-                WriteOp::Subagent(r) => {
-                    subagent = SubagentBinds::new(r);
-                    bind_subagent!(Binds::default(), &subagent)
-                }
-                WriteOp::Usage(u) => bind_usage!(Binds::default(), u),
-                WriteOp::ImportFile(f) => bind_import_file!(Binds::default(), f),
-                WriteOp::TranscriptMark(mark) => Binds::default()
-                    .bind(&mark.execution_id)
-                    .bind(offset_param(mark.applied_through))
-                    .bind(Timestamp::now().canonical()),
-            };
-            statement
-                .execute(params_from_iter(binds.0))
-                .map_err(err(table.op_name()))?;
+        match guard.as_mut() {
+            Some(connection) => work(connection),
+            None => Err(StoreError::Unavailable {
+                target: format!("sqlite://{}", self.path),
+                reason: "the bulk writer is closed".to_owned(),
+            }),
         }
-        tx.commit().map_err(err("batch commit"))
+    }
+
+    /// SQLite's error at step `op`.
+    fn error(&self, op: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |cause| StoreError::Bulk {
+            op,
+            path: self.path.clone(),
+            cause,
+        }
     }
 
     /// Every `import_files` row ([`sql::select_import_files`]), read on this connection:
@@ -130,41 +146,25 @@ impl BulkWriter {
     /// thread each row is a hand-off (8.6 ms for the bench history's 2,066 rows, a
     /// quarter of an unchanged re-import).
     pub(crate) fn import_files(&self) -> Result<Vec<ImportFileRecord>, StoreError> {
-        let err = |cause| StoreError::Bulk {
-            op: "import files read",
-            path: self.path.clone(),
-            cause,
-        };
-        let mut guard = self
-            .connection
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Some(connection) = guard.as_mut() else {
-            return Err(self.closed());
-        };
-        let mut statement = connection
-            .prepare(&sql::select_import_files(Engine::Sqlite))
-            .map_err(err)?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok(RawImportFile {
-                    path: row.get("path")?,
-                    size: row.get("size")?,
-                    mtime: row.get("mtime")?,
-                    head_sha256: row.get("head_sha256")?,
-                    byte_offset: row.get("byte_offset")?,
-                    imported_at: row.get("imported_at")?,
+        let err = self.error("import files read");
+        self.with_connection(|connection| {
+            let mut statement = connection
+                .prepare(&sql::select_import_files(Engine::Sqlite))
+                .map_err(&err)?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok(RawImportFile {
+                        path: row.get("path")?,
+                        size: row.get("size")?,
+                        mtime: row.get("mtime")?,
+                        head_sha256: row.get("head_sha256")?,
+                        byte_offset: row.get("byte_offset")?,
+                        imported_at: row.get("imported_at")?,
+                    })
                 })
-            })
-            .map_err(err)?;
-        rows.map(|row| row.map_err(err)?.into_record()).collect()
-    }
-
-    fn closed(&self) -> StoreError {
-        StoreError::Unavailable {
-            target: format!("sqlite://{}", self.path),
-            reason: "the bulk writer is closed".to_owned(),
-        }
+                .map_err(&err)?;
+            rows.map(|row| row.map_err(&err)?.into_record()).collect()
+        })
     }
 
     /// Closes the connection (the store folds the WAL into the file after this).
