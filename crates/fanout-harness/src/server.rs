@@ -93,11 +93,21 @@ pub async fn serve(
     binding: Arc<ReplayBinding>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarnessError> {
+    serve_router(listener, router(binding), shutdown).await
+}
+
+/// Serves `app` on `listener` (`TCP_NODELAY`) until `shutdown` resolves, letting open
+/// responses finish: the foreground loop of every harness server.
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HarnessError> {
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
-    axum::serve(no_delay(listener), router(binding))
+    axum::serve(no_delay(listener), app)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|error| HarnessError::Serve { addr, error })
@@ -109,7 +119,7 @@ pub async fn serve(
 pub struct BackgroundServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    task: tokio::task::JoinHandle<Result<(), HarnessError>>,
 }
 
 impl BackgroundServer {
@@ -121,13 +131,9 @@ impl BackgroundServer {
             error,
         })?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(no_delay(listener), app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let task = tokio::spawn(serve_router(listener, app, async {
+            let _ = stopped.await;
+        }));
         Ok(Self {
             addr: local,
             stop: Some(stop),
@@ -166,8 +172,7 @@ impl BackgroundServer {
             },
         };
         match joined {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(HarnessError::Serve { addr, error }),
+            Ok(served) => served,
             Err(err) => Err(HarnessError::Serve {
                 addr,
                 error: std::io::Error::other(err),

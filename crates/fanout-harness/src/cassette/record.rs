@@ -756,24 +756,19 @@ pub async fn serve(
     recorder: Arc<Recorder>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarnessError> {
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
     let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
-    let app = recorder.router();
-    let server = tokio::spawn(async move {
-        axum::serve(crate::server::no_delay(listener), app)
-            .with_graceful_shutdown(async {
-                let _ = stopped_rx.await;
-            })
-            .await
-    });
+    let server = tokio::spawn(crate::server::serve_router(
+        listener,
+        recorder.router(),
+        async {
+            let _ = stopped_rx.await;
+        },
+    ));
     shutdown.await;
     let finished = recorder.finish().await;
     let _ = stopped_tx.send(());
     if let Ok(Ok(Err(error))) = tokio::time::timeout(STOP_GRACE, server).await {
-        return Err(HarnessError::Serve { addr, error });
+        return Err(error);
     }
     finished
 }

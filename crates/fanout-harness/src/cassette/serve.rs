@@ -361,12 +361,5 @@ pub async fn serve(
     server: Arc<CassetteServer>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HarnessError> {
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
-    axum::serve(crate::server::no_delay(listener), server.router())
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|error| HarnessError::Serve { addr, error })
+    crate::server::serve_router(listener, server.router(), shutdown).await
 }
