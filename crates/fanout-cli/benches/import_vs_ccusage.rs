@@ -26,7 +26,7 @@ use serde_json::Value;
 type Totals = [i64; 4];
 
 fn main() {
-    let quick = !std::env::args().any(|a| a == "--bench");
+    let quick = fanout_types::bench::is_quick();
     let bytes: u64 = std::env::var("FANOUT_BENCH_HISTORY_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -32,29 +32,23 @@ use fanout_harness::cassette::Cassette;
 use fanout_harness::cassette::format::{Exchange, IndexConversation, ResponseBody};
 use fanout_harness::cassette::record::{RecordOptions, RunningRecorder};
 use fanout_harness::cassette::serve::{CassetteServer, RunningCassetteServer};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use fanout_types::bench::{is_quick, size};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn main() {
-    let quick = !std::env::args().any(|a| a == "--bench");
+    let quick = is_quick();
     let requests = if quick {
         30
     } else {
-        env_usize("FANOUT_BENCH_REQUESTS", 1_000)
+        size("FANOUT_BENCH_REQUESTS", 1_000)
     };
     let runs = if quick {
         1
     } else {
-        env_usize("FANOUT_BENCH_RUNS", 3)
+        size("FANOUT_BENCH_RUNS", 3)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

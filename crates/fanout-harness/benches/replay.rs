@@ -27,29 +27,23 @@ use fanout_harness::server::RunningServer;
 use fanout_replay::{
     ReplayBinding, ReplayedResponse, SESSION_ID_HEADER, ScenarioScripts, SessionScript,
 };
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use fanout_types::bench::{is_quick, size};
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/subagent-multi")
 }
 
 fn main() {
-    let quick = !std::env::args().any(|a| a == "--bench");
+    let quick = is_quick();
     let requests = if quick {
         40
     } else {
-        env_usize("FANOUT_BENCH_REQUESTS", 2_000)
+        size("FANOUT_BENCH_REQUESTS", 2_000)
     };
     let runs = if quick {
         2
     } else {
-        env_usize("FANOUT_BENCH_RUNS", 30)
+        size("FANOUT_BENCH_RUNS", 30)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

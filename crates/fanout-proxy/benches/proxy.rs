@@ -28,7 +28,7 @@ struct Sizes {
 }
 
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
+    let full = !fanout_types::bench::is_quick();
     let sizes = if full {
         Sizes {
             latency_lines: 5_000,

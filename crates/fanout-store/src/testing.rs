@@ -264,18 +264,7 @@ pub mod bench {
 
     use crate::{SubagentRecord, Timestamp};
 
-    /// `cargo test` runs bench targets without `--bench`: then sizes stay tiny.
-    pub fn is_quick() -> bool {
-        !std::env::args().any(|a| a == "--bench")
-    }
-
-    /// The size named by environment variable `var`, else `default`.
-    pub fn size(var: &str, default: usize) -> usize {
-        std::env::var(var)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    }
+    pub use fanout_types::bench::{is_quick, size};
 
     /// A one-connection pool on the SQLite file at `url` with the store's write pragmas,
     /// so a bare loop and the store differ only in the store layer.
