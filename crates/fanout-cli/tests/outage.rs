@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use proxy_support::postgres::PgServer;
 use proxy_support::session::{Client, ScriptedSession};
-use proxy_support::{Finished, Running, count_rows, dump_rows, fanout, import_into};
+use proxy_support::{
+    Finished, Running, count_rows, dump_rows, fanout, import_into, try_count_rows,
+};
 use sqlx::Connection;
 
 const TURNS: usize = 12;
@@ -316,19 +318,11 @@ async fn wait_for_subagents(url: &str, count: i64, proxy: &Running) {
     let deadline = Instant::now() + LIMIT;
     loop {
         // Before the proxy has created the schema, there is nothing to count.
-        let options = fanout_store::OpenOptions {
-            read_only: true,
-            ..Default::default()
-        };
-        if let Ok(store) = fanout_store::SqlStore::open_with(url, &options).await {
-            let rows = store
-                .query_i64("SELECT COUNT(*) FROM task_session_subagents WHERE task_id = 'outage'")
-                .await
-                .unwrap_or(0);
-            store.close().await;
-            if rows >= count {
-                return;
-            }
+        let rows = try_count_rows(url, "task_session_subagents", "WHERE task_id = 'outage'")
+            .await
+            .unwrap_or(0);
+        if rows >= count {
+            return;
         }
         assert!(
             Instant::now() < deadline,

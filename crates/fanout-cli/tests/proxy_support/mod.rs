@@ -377,19 +377,26 @@ pub fn import_into(dir: &Path, url: &str, paths: &[&Path]) {
 /// `SELECT COUNT(*)` of `table` (with an optional `WHERE` clause) on either engine,
 /// through a read-only store.
 pub async fn count_rows(url: &str, table: &str, filter: &str) -> i64 {
+    try_count_rows(url, table, filter)
+        .await
+        .expect("open the store to read it, and count")
+}
+
+/// [`count_rows`], `None` while the store cannot be opened or read yet (before a
+/// proxy has created the schema, or while it is down).
+pub async fn try_count_rows(url: &str, table: &str, filter: &str) -> Option<i64> {
     let options = fanout_store::OpenOptions {
         read_only: true,
         ..Default::default()
     };
     let store = fanout_store::SqlStore::open_with(url, &options)
         .await
-        .expect("open the store to read it");
+        .ok()?;
     let count = store
         .query_i64(&format!("SELECT COUNT(*) FROM {table} {filter}"))
-        .await
-        .expect("count");
+        .await;
     store.close().await;
-    count
+    count.ok()
 }
 
 /// One scalar text query on a SQLite database.
