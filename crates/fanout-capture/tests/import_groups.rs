@@ -18,7 +18,10 @@ use fanout_store::{
     TurnRecord, UsageRecord, WriteOp, both_engines,
 };
 
-both_engines!(a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing);
+both_engines!(
+    a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing,
+    a_writer_that_dies_leaves_no_unit_unaccounted_for,
+);
 
 fn histories() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history")
@@ -71,6 +74,64 @@ impl Store for RefusesJointCommits {
     async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
         self.store.transcript_applied(execution_id).await
     }
+}
+
+/// A store whose every group commit panics (a bug, not an error): the import's writer
+/// task dies with it.
+struct PanicsOnCommit(Arc<SqlStore>);
+
+#[async_trait]
+impl Store for PanicsOnCommit {
+    async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        self.0.upsert_session(s).await
+    }
+    async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
+        self.0.upsert_turn(t).await
+    }
+    async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
+        self.0.upsert_message(m).await
+    }
+    async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
+        self.0.upsert_subagent(r).await
+    }
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.0.upsert_usage(u).await
+    }
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        self.0.upsert_import_file(f).await
+    }
+    async fn write_batch(&self, _: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        panic!("a group commit panicked (test)")
+    }
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        self.0.transcript_applied(execution_id).await
+    }
+}
+
+/// Every unit of the plan is either summarised or named as failed, never dropped, even
+/// when the writer task dies.
+async fn a_writer_that_dies_leaves_no_unit_unaccounted_for(db: TestDb) {
+    let plain = open(&db).await;
+    let units = import_paths(as_store(&plain), &[histories()], &NoProgress)
+        .await
+        .files
+        .len();
+    let other = db.fresh_like().await;
+    let dying: Arc<dyn Store> = Arc::new(PanicsOnCommit(open(&other).await));
+    let summary = import_paths(dying, &[histories()], &NoProgress).await;
+    assert!(summary.has_failures());
+    assert_eq!(
+        summary.files.len() + summary.failed_files.len(),
+        units,
+        "{summary:#?}"
+    );
+    assert!(
+        summary
+            .failed_files
+            .iter()
+            .all(|f| f.error.contains("stopped writing")),
+        "{summary:#?}"
+    );
 }
 
 async fn a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing(db: TestDb) {

@@ -487,8 +487,9 @@ struct UnitWriter {
     ahead: Arc<tokio::sync::Semaphore>,
     /// Taken once joined.
     task: Option<tokio::task::JoinHandle<Vec<FileSummary>>>,
-    /// The unit last handed over, should the task end early.
-    last: Option<PathBuf>,
+    /// The units handed over whose summaries have not come back: named should the
+    /// task end early.
+    handed: Vec<PathBuf>,
 }
 
 impl UnitWriter {
@@ -519,7 +520,7 @@ impl UnitWriter {
             to: Some(to),
             ahead: Arc::new(tokio::sync::Semaphore::new(READ_AHEAD_WRITES)),
             task: Some(task),
-            last: None,
+            handed: Vec::new(),
         }
     }
 
@@ -534,10 +535,15 @@ impl UnitWriter {
             (Some(to), Ok(permit)) => to.send(ToWriter::Unit(Box::new(unit), permit)).is_ok(),
             _ => false,
         };
-        self.last = Some(path.to_owned());
-        if !sent {
-            self.stopped(summary).await;
+        if sent {
+            self.handed.push(path.to_owned());
+            return;
         }
+        self.stopped(summary).await;
+        summary.failed_files.push(FileFailure {
+            path: path.to_owned(),
+            error: "not written: the import stopped writing before this unit".to_owned(),
+        });
     }
 
     /// Commits everything handed over so far; its summaries go to `summary`.
@@ -550,6 +556,7 @@ impl UnitWriter {
             && let Ok(committed) = answered.await
         {
             summary.files.extend(committed);
+            self.handed.clear();
             return;
         }
         self.stopped(summary).await;
@@ -574,13 +581,18 @@ impl UnitWriter {
         };
         match task.await {
             Ok(committed) => summary.files.extend(committed),
-            // It panicked: the units handed over since the last commit are not known
-            // to be written.
-            Err(error) => summary.failed_files.push(FileFailure {
-                path: self.last.clone().unwrap_or_default(),
-                error: format!("the import stopped writing here: {error}"),
-            }),
+            // It panicked: of the units whose summaries did not come back, none is
+            // known to be written.
+            Err(error) => {
+                for path in &self.handed {
+                    summary.failed_files.push(FileFailure {
+                        path: path.clone(),
+                        error: format!("the import stopped writing ({error}): this unit may be missing or incomplete"),
+                    });
+                }
+            }
         }
+        self.handed.clear();
     }
 }
 
