@@ -166,14 +166,18 @@ fn is_transient_sqlstate(code: &str) -> bool {
 
 /// SQLite answered BUSY or LOCKED: another connection holds the lock this one needs.
 pub(crate) fn is_sqlite_busy(error: &sqlx::Error) -> bool {
+    matches!(sqlite_primary_code(error), Some(5 | 6))
+}
+
+/// SQLite's primary result code of a database error (it reports the extended code;
+/// the primary one is its low byte); `None` for any other error or engine.
+fn sqlite_primary_code(error: &sqlx::Error) -> Option<i64> {
     let sqlx::Error::Database(db) = error else {
-        return false;
+        return None;
     };
-    db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
-        && db
-            .code()
-            .and_then(|code| code.parse::<i64>().ok())
-            .is_some_and(|extended| matches!(extended & 0xff, 5 | 6))
+    db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
+    let extended = db.code()?.parse::<i64>().ok()?;
+    Some(extended & 0xff)
 }
 
 fn is_transient_driver_error(error: &sqlx::Error) -> bool {
@@ -183,18 +187,11 @@ fn is_transient_driver_error(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => {
-            let Some(code) = db.code() else {
-                return false;
-            };
-            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-                // SQLite reports its extended result code; the primary code is its low byte.
-                code.parse::<i64>()
-                    .is_ok_and(|extended| SQLITE_TRANSIENT_CODES.contains(&(extended & 0xff)))
-            } else {
-                is_transient_sqlstate(&code)
-            }
-        }
+        sqlx::Error::Database(db) => match sqlite_primary_code(error) {
+            Some(code) => SQLITE_TRANSIENT_CODES.contains(&code),
+            None if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => false,
+            None => db.code().is_some_and(|code| is_transient_sqlstate(&code)),
+        },
         _ => false,
     }
 }
