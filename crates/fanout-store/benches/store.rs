@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use fanout_store::testing::bench::{bare_sqlite_pool, bare_subagent_upsert, is_quick, size};
-use fanout_store::testing::{session_record, turn_record};
+use fanout_store::testing::add_session_with_turn;
 use fanout_store::{SqlStore, Store, SubagentRecord, Timestamp, WriteOp};
 
 fn main() {
@@ -44,20 +44,7 @@ async fn open(dir: &tempfile::TempDir, name: &str) -> SqlStore {
 }
 
 async fn seed_session(store: &SqlStore, session: &str) {
-    let now = Timestamp::now();
-    store
-        .upsert_session(&session_record(session, "bench-task", now))
-        .await
-        .expect("session");
-    store
-        .upsert_turn(&turn_record(
-            &format!("{session}-turn"),
-            session,
-            "bench-task",
-            now,
-        ))
-        .await
-        .expect("turn");
+    add_session_with_turn(store, session, "bench-task", Timestamp::now()).await;
 }
 
 /// Frame `i` of a stream where each tool call gets a launch, an update and a result.

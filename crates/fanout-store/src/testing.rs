@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-use crate::{MessageRecord, SessionRecord, SqlStore, StoreError, Timestamp, TurnRecord};
+use crate::{MessageRecord, SessionRecord, SqlStore, Store, StoreError, Timestamp, TurnRecord};
 
 /// The variable naming the PostgreSQL server tests create their databases on (an
 /// admin URL; `scripts/with-postgres.sh` sets it).
@@ -116,6 +116,19 @@ pub fn session_record(id: &str, task_id: &str, started_at: Timestamp) -> Session
         completed_at: None,
         updated_at: started_at,
     }
+}
+
+/// Writes session `session` of `task` and its one open turn `{session}-turn`, both
+/// started at `at`: the parents most write tests need.
+pub async fn add_session_with_turn(store: &SqlStore, session: &str, task: &str, at: Timestamp) {
+    store
+        .upsert_session(&session_record(session, task, at))
+        .await
+        .expect("session");
+    store
+        .upsert_turn(&turn_record(&format!("{session}-turn"), session, task, at))
+        .await
+        .expect("turn");
 }
 
 /// An open turn started (and last updated) at `started_at`.

@@ -4,7 +4,7 @@
 //! with renumbered binds), a long interleaved batch merges each key's writes in the
 //! order given, and a batch that fails part-way writes nothing.
 
-use fanout_store::testing::{TestDb, session_record, turn_record};
+use fanout_store::testing::{TestDb, add_session_with_turn, session_record, turn_record};
 use fanout_store::{
     MessageRecord, SqlStore, Store, SubagentRecord, SubagentRow, Timestamp, TokenCounts,
     UsageRecord, UsageSource, WriteOp, both_engines,
@@ -65,19 +65,7 @@ fn subagent(tool_call_id: &str, session: &str) -> SubagentRecord {
 }
 
 async fn add_session(store: &SqlStore, session: &str) {
-    store
-        .upsert_session(&session_record(session, "task-1", at(0)))
-        .await
-        .unwrap();
-    store
-        .upsert_turn(&turn_record(
-            &format!("{session}-turn"),
-            session,
-            "task-1",
-            at(0),
-        ))
-        .await
-        .unwrap();
+    add_session_with_turn(store, session, "task-1", at(0)).await;
 }
 
 /// The one row of `session`, with what differs by construction (its own ids and write

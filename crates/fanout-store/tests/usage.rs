@@ -2,7 +2,7 @@
 //! the merge rules of the one upsert, the value rules, the reads and their roll-ups,
 //! one body per rule, run against SQLite and PostgreSQL alike.
 
-use fanout_store::testing::{TestDb, session_record, turn_record};
+use fanout_store::testing::{TestDb, add_session_with_turn};
 use fanout_store::{
     ImportFileRecord, ReportScope, SqlStore, Store, SubagentRecord, Timestamp, TokenCounts,
     TokenTotals, UsageGrouping, UsageRecord, UsageRow, UsageSource, WriteOp, both_engines,
@@ -24,19 +24,7 @@ async fn store_with_session(db: &TestDb, session: &str) -> SqlStore {
 }
 
 async fn add_session(store: &SqlStore, session: &str) {
-    store
-        .upsert_session(&session_record(session, TASK, t(0)))
-        .await
-        .expect("session");
-    store
-        .upsert_turn(&turn_record(
-            &format!("{session}-turn"),
-            session,
-            TASK,
-            t(1),
-        ))
-        .await
-        .expect("turn");
+    add_session_with_turn(store, session, TASK, t(0)).await;
 }
 
 fn tokens(input: i64, output: i64, creation: i64, read: i64) -> TokenCounts {
