@@ -1,6 +1,7 @@
 //! An import gathers small units into one group commit; when that joint commit fails,
 //! nothing of it was written and each unit commits on its own: the rows are those of
-//! an import whose joint commits all succeed, and no unit is reported failed.
+//! an import whose joint commits all succeed, and no unit is reported failed. If the
+//! writer dies, no unit goes unaccounted for.
 
 mod common;
 
@@ -9,14 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use async_trait::async_trait;
-use common::{as_store, dump_all, open};
+use common::{BatchHook, as_store, dump_all, open};
 use fanout_capture::import::{NoProgress, import_paths};
 use fanout_store::testing::TestDb;
-use fanout_store::{
-    ImportFileRecord, MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord,
-    TurnRecord, UsageRecord, WriteOp, both_engines,
-};
+use fanout_store::{SqlStore, Store, StoreError, WriteOp, both_engines};
 
 both_engines!(
     a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing,
@@ -28,33 +25,11 @@ fn histories() -> PathBuf {
 }
 
 /// Refuses every batch that holds the session rows of more than one session, as a
-/// failing transaction would (nothing of it written), and counts the refusals.
-struct RefusesJointCommits {
-    store: Arc<SqlStore>,
-    refused: AtomicU64,
-}
-
-#[async_trait]
-impl Store for RefusesJointCommits {
-    async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        self.store.upsert_session(s).await
-    }
-    async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
-        self.store.upsert_turn(t).await
-    }
-    async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
-        self.store.upsert_message(m).await
-    }
-    async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
-        self.store.upsert_subagent(r).await
-    }
-    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
-        self.store.upsert_usage(u).await
-    }
-    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
-        self.store.upsert_import_file(f).await
-    }
-    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+/// failing transaction would (nothing of it written); `refused` counts the refusals.
+fn refuses_joint_commits(
+    refused: Arc<AtomicU64>,
+) -> impl Fn(&[WriteOp<'_>]) -> Option<Result<(), StoreError>> + Send + Sync + 'static {
+    move |ops| {
         let sessions: HashSet<&str> = ops
             .iter()
             .filter_map(|op| match op {
@@ -62,49 +37,13 @@ impl Store for RefusesJointCommits {
                 _ => None,
             })
             .collect();
-        if sessions.len() > 1 {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::Unavailable {
+        (sessions.len() > 1).then(|| {
+            refused.fetch_add(1, Ordering::Relaxed);
+            Err(StoreError::Unavailable {
                 target: "test".into(),
                 reason: "a joint commit is refused (test)".into(),
-            });
-        }
-        self.store.write_batch(ops).await
-    }
-    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
-        self.store.transcript_applied(execution_id).await
-    }
-}
-
-/// A store whose every group commit panics (a bug, not an error): the import's writer
-/// task dies with it.
-struct PanicsOnCommit(Arc<SqlStore>);
-
-#[async_trait]
-impl Store for PanicsOnCommit {
-    async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        self.0.upsert_session(s).await
-    }
-    async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
-        self.0.upsert_turn(t).await
-    }
-    async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
-        self.0.upsert_message(m).await
-    }
-    async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
-        self.0.upsert_subagent(r).await
-    }
-    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
-        self.0.upsert_usage(u).await
-    }
-    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
-        self.0.upsert_import_file(f).await
-    }
-    async fn write_batch(&self, _: &[WriteOp<'_>]) -> Result<(), StoreError> {
-        panic!("a group commit panicked (test)")
-    }
-    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
-        self.0.transcript_applied(execution_id).await
+            })
+        })
     }
 }
 
@@ -117,7 +56,13 @@ async fn a_writer_that_dies_leaves_no_unit_unaccounted_for(db: TestDb) {
         .files
         .len();
     let other = db.fresh_like().await;
-    let dying: Arc<dyn Store> = Arc::new(PanicsOnCommit(open(&other).await));
+    // Every group commit panics (a bug, not an error): the import's writer task dies.
+    let dying: Arc<dyn Store> = Arc::new(BatchHook {
+        inner: open(&other).await,
+        batch: |_: &[WriteOp<'_>]| -> Option<Result<(), StoreError>> {
+            panic!("a group commit panicked (test)")
+        },
+    });
     let summary = import_paths(dying, &[histories()], &NoProgress).await;
     assert!(summary.has_failures());
     assert_eq!(
@@ -142,20 +87,17 @@ async fn a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing(db: Tes
     assert!(units > 3, "the fixtures hold several units: {units}");
 
     let other = db.fresh_like().await;
-    let refusing = Arc::new(RefusesJointCommits {
-        store: open(&other).await,
-        refused: AtomicU64::new(0),
+    let refused = Arc::new(AtomicU64::new(0));
+    let store = open(&other).await;
+    let refusing: Arc<dyn Store> = Arc::new(BatchHook {
+        inner: Arc::clone(&store),
+        batch: refuses_joint_commits(Arc::clone(&refused)),
     });
-    let summary = import_paths(
-        Arc::clone(&refusing) as Arc<dyn Store>,
-        &[histories()],
-        &NoProgress,
-    )
-    .await;
+    let summary = import_paths(refusing, &[histories()], &NoProgress).await;
     assert!(!summary.has_failures(), "{summary:#?}");
     assert_eq!(summary.files.len(), units, "every unit is summarised once");
     assert!(
-        refusing.refused.load(Ordering::Relaxed) > 0,
+        refused.load(Ordering::Relaxed) > 0,
         "the small units were gathered into joint commits"
     );
     assert_eq!(dump_all(&other.url).await, dump_all(&db.url).await);
@@ -171,7 +113,7 @@ async fn a_failed_joint_commit_falls_back_to_each_unit_and_loses_nothing(db: Tes
         paths
     };
     assert_eq!(
-        files(Arc::clone(&refusing.store)).await,
+        files(store).await,
         files(Arc::clone(&plain)).await,
         "every unit's import state was recorded"
     );

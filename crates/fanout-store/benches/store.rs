@@ -12,8 +12,8 @@
 
 use std::time::Instant;
 
-use fanout_store::testing::bench::{bare_sqlite_pool, bare_subagent_upsert, is_quick, size};
 use fanout_store::testing::add_session_with_turn;
+use fanout_store::testing::bench::{bare_sqlite_pool, bare_subagent_upsert, is_quick, size};
 use fanout_store::{SqlStore, Store, SubagentRecord, Timestamp, WriteOp};
 
 fn main() {

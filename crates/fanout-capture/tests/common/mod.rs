@@ -7,7 +7,10 @@ use std::sync::Arc;
 use fanout_store::testing::TestDb;
 #[allow(unused_imports)]
 pub use fanout_store::testing::copy_tree;
-use fanout_store::{SqlStore, Store, Timestamp};
+use fanout_store::{
+    ImportFileRecord, MessageRecord, SessionRecord, SqlStore, Store, StoreError, SubagentRecord,
+    Timestamp, TurnRecord, UsageRecord, WriteOp,
+};
 use sqlx::Row;
 
 pub const TABLES: [&str; 5] = [
@@ -154,4 +157,46 @@ pub fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<std::path::PathB
     }
     found.sort();
     found
+}
+
+/// A store that passes every call to `inner` but group commits, which `batch` sees
+/// first: `Some(outcome)` answers the batch instead of the store (a refusal, as a
+/// failed transaction: nothing written), `None` lets it through.
+pub struct BatchHook<F> {
+    pub inner: Arc<SqlStore>,
+    pub batch: F,
+}
+
+#[async_trait::async_trait]
+impl<F> Store for BatchHook<F>
+where
+    F: Fn(&[WriteOp<'_>]) -> Option<Result<(), StoreError>> + Send + Sync,
+{
+    async fn upsert_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        self.inner.upsert_session(s).await
+    }
+    async fn upsert_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
+        self.inner.upsert_turn(t).await
+    }
+    async fn upsert_message(&self, m: &MessageRecord) -> Result<(), StoreError> {
+        self.inner.upsert_message(m).await
+    }
+    async fn upsert_subagent(&self, r: &SubagentRecord) -> Result<(), StoreError> {
+        self.inner.upsert_subagent(r).await
+    }
+    async fn upsert_usage(&self, u: &UsageRecord) -> Result<(), StoreError> {
+        self.inner.upsert_usage(u).await
+    }
+    async fn upsert_import_file(&self, f: &ImportFileRecord) -> Result<(), StoreError> {
+        self.inner.upsert_import_file(f).await
+    }
+    async fn write_batch(&self, ops: &[WriteOp<'_>]) -> Result<(), StoreError> {
+        match (self.batch)(ops) {
+            Some(outcome) => outcome,
+            None => self.inner.write_batch(ops).await,
+        }
+    }
+    async fn transcript_applied(&self, execution_id: &str) -> Result<Option<u64>, StoreError> {
+        self.inner.transcript_applied(execution_id).await
+    }
 }
