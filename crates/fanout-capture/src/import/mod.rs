@@ -445,10 +445,10 @@ async fn run_plan(
                 // Replayed here, committed there: the writer task only writes.
                 let queued = match read {
                     ReadUnit::Claude(read) => {
-                        claude::write_claude_session(Arc::clone(&store), read).await
+                        claude::replay_claude_session(Arc::clone(&store), read).await
                     }
                     ReadUnit::Codex(read) => {
-                        codex::write_codex_session(Arc::clone(&store), read).await
+                        codex::replay_codex_session(Arc::clone(&store), read).await
                     }
                 };
                 writer.write(unit.path(), queued, summary).await;

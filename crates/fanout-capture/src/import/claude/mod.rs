@@ -131,9 +131,10 @@ pub(super) fn read_claude_session(
     })
 }
 
-/// Writes a read session: entries of all logs in time order through one [`Capture`],
-/// committed in groups; the files' import state goes with the last group.
-pub(super) async fn write_claude_session(
+/// Replays a read session: entries of all logs in time order through one [`Capture`]
+/// (a session of more than `GROUP_WRITES` writes commits as it goes); the rest, the
+/// files' import state last, stays queued for the unit's group commit.
+pub(super) async fn replay_claude_session(
     store: Arc<dyn Store>,
     read: ReadSession,
 ) -> super::QueuedUnit {

@@ -225,8 +225,9 @@ impl SpawnLinks {
     }
 }
 
-/// Writes a read session: the threads' records in time order through one [`Capture`].
-pub(super) async fn write_codex_session(
+/// Replays a read session: the threads' records in time order through one [`Capture`],
+/// queued for the unit's group commit as the Claude replay is.
+pub(super) async fn replay_codex_session(
     store: Arc<dyn Store>,
     read: ReadSession,
 ) -> super::QueuedUnit {
