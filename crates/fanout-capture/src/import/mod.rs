@@ -1,5 +1,5 @@
 //! `fanout import`'s logic: find the files, group and recognise them, feed each unit
-//! through [`Capture`](crate::Capture), and summarise per unit.
+//! through [`Capture`], and summarise per unit.
 //!
 //! Three kinds of history are read (DESIGN 3.7), each recognised by its first line:
 //! - fanout transcripts (DESIGN 3.1): a header line, then `{ts, dir, line}` per frame;
