@@ -35,7 +35,7 @@ enum ReplayCommand {
 
 #[derive(Debug, Args)]
 struct RecordArgs {
-    /// The model API to forward to (e.g. https://api.anthropic.com).
+    /// The model API to forward to (e.g. `https://api.anthropic.com`).
     #[arg(long)]
     upstream: String,
     /// The cassette directory to write.

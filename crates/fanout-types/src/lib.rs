@@ -10,7 +10,7 @@
 //! - [`default_data_dir`], the one place fanout keeps its own files (session logs,
 //!   transcripts, stats files);
 //! - [`in_ci`], the one reading of `CI` that turns a would-be skip into a failure;
-//! - [`bench`], how a bench target was started (quick under `cargo test`) and its sizes.
+//! - [`bench`](mod@bench), how a bench target was started (quick under `cargo test`) and its sizes.
 //!
 //! It must not know anything of fanout's domain (ACP, rows, sessions, agents, the
 //! store): it is the bottom of the crate graph, and every other crate may use it.

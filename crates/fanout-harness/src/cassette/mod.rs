@@ -1,5 +1,5 @@
 //! Cassettes (DESIGN 5.5): what `fanout replay record` writes and `fanout
-//! replay serve --cassette` replays. [`format`] is the file format, [`record`]
+//! replay serve --cassette` replays. [`format`](mod@format) is the file format, [`record`]
 //! the recording proxy, [`serve`] the replay server; this module loads a
 //! cassette, checking every file, and turns it into `fanout-replay`'s
 //! [`CassetteScripts`].
