@@ -18,7 +18,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use fanout_types::in_ci;
 use proxy_support::{
     Running, fanout, only_transcript, sqlite_texts, transcript_lines, write_script,
 };
@@ -52,11 +51,7 @@ fn installed_agent() -> Option<PathBuf> {
         ),
         Err(error) => format!("cannot run {}: {error}", installer.display()),
     };
-    assert!(
-        !in_ci(),
-        "CI=true: the Claude ACP agent must be installable: {failure}"
-    );
-    eprintln!("skipping the Claude ACP end-to-end test: {failure}");
+    fanout_types::skip_unless_ci("the Claude ACP end-to-end test", failure);
     None
 }
 

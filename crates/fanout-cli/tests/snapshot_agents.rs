@@ -14,7 +14,6 @@ mod snapshot_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fanout_types::in_ci;
 use serde_json::Value;
 use snapshot_support::{copy_dir, fanout, text};
 
@@ -78,11 +77,7 @@ fn installed(installer: &str) -> bool {
         ),
         Err(error) => format!("cannot run {}: {error}", script.display()),
     };
-    assert!(
-        !in_ci(),
-        "CI=true: the test agent {installer} must be installable: {failure}"
-    );
-    eprintln!("skipping the {installer} scenarios: {failure}");
+    fanout_types::skip_unless_ci(&format!("the {installer} scenarios"), failure);
     false
 }
 

@@ -41,12 +41,9 @@ fn main() {
         }
     };
     let Some(fanout) = fanout_binary(full) else {
-        assert!(
-            !fanout_types::in_ci(),
-            "proxy bench: CI=true but there is no `fanout` binary next to this bench; build it first (`cargo build -p fanout-cli --bin fanout`, or test the whole workspace)"
-        );
-        println!(
-            "proxy bench: skipped (no `fanout` binary next to this bench; run `cargo bench -p fanout-proxy --bench proxy`)"
+        fanout_types::skip_unless_ci(
+            "the proxy bench",
+            "there is no `fanout` binary next to it; build it first (`cargo build -p fanout-cli --bin fanout`, or test the whole workspace), or run `cargo bench -p fanout-proxy --bench proxy`",
         );
         return;
     };

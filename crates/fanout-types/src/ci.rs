@@ -7,6 +7,14 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| is_ci_value(&v))
 }
 
+/// A test or bench that cannot run here for want of `why` says so on stderr, and the
+/// caller returns; under CI ([`in_ci`]) a skipped check is a failed one, so this
+/// panics instead. `what` names the check ("the Claude ACP end-to-end test").
+pub fn skip_unless_ci(what: &str, why: impl std::fmt::Display) {
+    assert!(!in_ci(), "CI=true: {what} must run, and cannot: {why}");
+    eprintln!("skipping {what}: {why}");
+}
+
 fn is_ci_value(value: &str) -> bool {
     matches!(value, "true" | "TRUE" | "True" | "1" | "yes")
 }

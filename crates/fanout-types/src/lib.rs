@@ -9,7 +9,8 @@
 //!   directories fanout makes for them;
 //! - [`default_data_dir`], the one place fanout keeps its own files (session logs,
 //!   transcripts, stats files);
-//! - [`in_ci`], the one reading of `CI` that turns a would-be skip into a failure;
+//! - [`in_ci`], the one reading of `CI` that turns a would-be skip into a failure, and
+//!   [`skip_unless_ci`], the skip that does;
 //! - [`bench`](mod@bench), how a bench target was started (quick under `cargo test`) and its sizes.
 //!
 //! It must not know anything of fanout's domain (ACP, rows, sessions, agents, the
@@ -21,7 +22,7 @@ mod data_dir;
 mod private;
 mod time;
 
-pub use ci::in_ci;
+pub use ci::{in_ci, skip_unless_ci};
 pub use data_dir::default_data_dir;
 pub use private::{create_private_dir, private_open_options};
 pub use time::{Timestamp, TimestampError};
