@@ -39,7 +39,7 @@ use crate::store::ResilientStore;
 
 /// How far capture may fall behind the transcript while the pipes are busy before it
 /// steps aside until they are quiet.
-pub(crate) const DEFER_BYTES: u64 = 4 * 1024 * 1024;
+pub(crate) const DEFER_BYTES: u64 = 1024 * 1024;
 /// How long the pipes must be quiet (no transcript flush) for a deferred capture to
 /// go on, and how long it waits before looking again.
 const DEFER_QUIET: Duration = Duration::from_millis(20);

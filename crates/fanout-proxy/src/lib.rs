@@ -23,17 +23,19 @@
 //! client stdin ──pump c2a──▶ agent stdin        (raw chunks, forwarded as read)
 //! agent stdout ──pump a2c──▶ client stdout      (raw chunks, forwarded as read)
 //! agent stderr ─────────────▶ our stderr         (inherited: not even copied)
-//!        │ each pump queues a copy of the chunk before writing it (never waits)
+//!        │ each pump queues the chunk before forwarding it (never waits): between
+//!        │ pipes its length (the bytes are teed into a side pipe, crate::splice),
+//!        │ otherwise a copy
 //!        ▼
 //!   chunk queue ──▶ recorder thread ──▶ transcript ──▶ follower task ──▶ Capture ──▶ store
 //!                   (appends, nothing else)            (behind; holds a batch while the
 //!                                                       store is away; drains at exit)
 //! ```
 //!
-//! The pumps run on their own OS threads with blocking reads and writes: one read
-//! syscall and one write syscall per chunk is the least latency a copy can add, and a
-//! slow consumer can never reach them. Without a transcript the follower takes the
-//! chunk queue directly.
+//! The pumps run on their own OS threads with blocking I/O, so a slow consumer can
+//! never reach them. Between pipes they splice (no copy in this process); elsewhere
+//! one read and one write per chunk is the least latency a copy can add. Without a
+//! transcript the follower takes the chunk queue directly.
 
 mod agent;
 mod error;
@@ -43,6 +45,7 @@ mod proxy;
 mod queue;
 mod ratelimit;
 mod recorder;
+mod splice;
 mod store;
 mod tap;
 mod transcript;

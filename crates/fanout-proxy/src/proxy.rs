@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +30,7 @@ use crate::follower::{Control, Follower, FollowerReport, Source};
 use crate::metric_names;
 use crate::queue::ChunkQueue;
 use crate::recorder::{self, Progress, RecorderReport};
+use crate::splice::SidePipe;
 use crate::store::ResilientStore;
 use crate::tap::{PumpReport, Tap, TapShared, pump};
 use crate::transcript::{TranscriptHeader, TranscriptWriter};
@@ -109,12 +110,14 @@ pub struct ProxyConfig {
 }
 
 /// The client's side of the conversation: what the proxy reads and writes. The
-/// process's own stdin and stdout by default ([`ClientStreams::stdio`]).
+/// process's own stdin and stdout by default ([`ClientStreams::stdio`]). Any file will
+/// do; when they are pipes or sockets, the bytes are forwarded without being copied
+/// through the proxy.
 pub struct ClientStreams {
     /// What the client sends (the agent's input).
-    pub input: Box<dyn Read + Send>,
+    pub input: File,
     /// Where the agent's output goes.
-    pub output: Box<dyn Write + Send>,
+    pub output: File,
 }
 
 impl ClientStreams {
@@ -130,8 +133,8 @@ impl ClientStreams {
             .try_clone_to_owned()
             .map_err(ProxyError::ClientStdio)?;
         Ok(ClientStreams {
-            input: Box::new(File::from(input)),
-            output: Box::new(File::from(output)),
+            input: File::from(input),
+            output: File::from(output),
         })
     }
 }
@@ -216,16 +219,35 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
     } else {
         "capture is behind and there is no transcript"
     };
+    // With a recorder to read them, side pipes let the pumps splice (crate::splice).
+    let side_pipes = transcript.as_ref().and_then(|_| {
+        let pipes = SidePipe::new().and_then(|c2a| Ok([c2a, SidePipe::new()?]));
+        pipes
+            .inspect_err(|error| tracing::debug!(%error, "no side pipes; the pumps copy"))
+            .ok()
+    });
+    let (side_writes, side_reads) = match side_pipes {
+        Some([c2a, a2c]) => (
+            [Some(c2a.write), Some(a2c.write)],
+            Some([File::from(c2a.read), File::from(a2c.read)]),
+        ),
+        None => ([None, None], None),
+    };
     let pumps = {
-        let tap = |direction| {
+        let [c2a_side, a2c_side] = side_writes;
+        let tap = |direction, side| {
             Tap::new(
                 direction,
                 Arc::clone(&queue),
                 Arc::clone(&shared),
                 why_dropped,
+                side,
             )
         };
-        let (c2a, a2c) = (tap(Direction::ClientToAgent), tap(Direction::AgentToClient));
+        let (c2a, a2c) = (
+            tap(Direction::ClientToAgent, c2a_side),
+            tap(Direction::AgentToClient, a2c_side),
+        );
         let chunk = tuning.chunk_bytes;
         start_pump("fanout-c2a", move || {
             // `pump` drops the agent's stdin when the client's input ends: EOF travels on.
@@ -271,6 +293,7 @@ pub async fn run(config: ProxyConfig, client: ClientStreams) -> Result<ProxyOutc
             let thread = recorder::start(
                 Arc::clone(&queue),
                 writer,
+                side_reads,
                 Arc::clone(&progress),
                 Arc::clone(&shared),
                 tuning.warn_interval,

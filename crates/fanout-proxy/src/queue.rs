@@ -24,6 +24,13 @@ pub(crate) enum Entry {
         at: Timestamp,
         bytes: Vec<u8>,
     },
+    /// A chunk, as read and forwarded, whose `len` bytes wait in the direction's side
+    /// pipe ([`crate::splice`]), not here.
+    Piped {
+        direction: Direction,
+        at: Timestamp,
+        len: usize,
+    },
     /// The direction reached its end.
     End { direction: Direction, at: Timestamp },
     /// Chunks of the direction that did not fit.
@@ -35,9 +42,18 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
-    /// The transcript record of this entry.
+    /// The transcript record of this entry. A [`Entry::Piped`] chunk's bytes are not
+    /// here: only the recorder, which holds the side pipes, can write it, and anyone
+    /// else can only say it is lost. (Side pipes exist only with a recorder.)
     pub(crate) fn record(&self) -> Record<'_> {
         match self {
+            Entry::Piped { direction, at, len } => Record::Lost {
+                direction: *direction,
+                at: *at,
+                bytes: *len as u64,
+                lines: 0,
+                ends_line: false,
+            },
             Entry::Data {
                 direction,
                 at,
@@ -69,7 +85,8 @@ impl Entry {
     fn size(&self) -> usize {
         match self {
             Entry::Data { bytes, .. } => bytes.len(),
-            Entry::End { .. } | Entry::Lost { .. } => 0,
+            // Its bytes are in the side pipe, which bounds them itself.
+            Entry::Piped { .. } | Entry::End { .. } | Entry::Lost { .. } => 0,
         }
     }
 }
@@ -179,14 +196,23 @@ impl ChunkQueue {
             tally.ends_line = bytes.last() == Some(&b'\n');
             return Offered::Dropped { lines };
         }
-        state.queue(
+        let entry = Entry::Data {
             direction,
-            Entry::Data {
-                direction,
-                at,
-                bytes: bytes.to_vec(),
-            },
-        );
+            at,
+            bytes: bytes.to_vec(),
+        };
+        self.queued(state, direction, entry)
+    }
+
+    /// Queues `entry` and wakes whoever waits, without a futex wake when no thread
+    /// does (it would be a system call on the pump's path).
+    fn queued(
+        &self,
+        mut state: std::sync::MutexGuard<'_, State>,
+        direction: Direction,
+        entry: Entry,
+    ) -> Offered {
+        state.queue(direction, entry);
         let waiting = state.waiting;
         drop(state);
         if waiting {
@@ -194,6 +220,16 @@ impl ChunkQueue {
         }
         self.notify.notify_one();
         Offered::Queued
+    }
+
+    /// A chunk of `len` bytes read from `direction` at `at`, now waiting in the
+    /// direction's side pipe; never dropped (the side pipe bounds it), never waits.
+    pub(crate) fn offer_piped(&self, direction: Direction, at: Timestamp, len: usize) -> Offered {
+        let state = self.state();
+        if state.closed {
+            return Offered::Closed;
+        }
+        self.queued(state, direction, Entry::Piped { direction, at, len })
     }
 
     /// The end of `direction` (EOF); never dropped.
@@ -284,7 +320,7 @@ impl ChunkQueue {
             .iter()
             .map(|entry| match entry {
                 Entry::Data { bytes, .. } => count_lines(bytes),
-                Entry::End { .. } | Entry::Lost { .. } => 0,
+                Entry::Piped { .. } | Entry::End { .. } | Entry::Lost { .. } => 0,
             })
             .sum()
     }

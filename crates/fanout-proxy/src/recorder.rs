@@ -7,6 +7,8 @@
 //! forwarded, and publishes how much is in the file ([`Progress`]) for the follower.
 
 use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -20,7 +22,7 @@ use crate::metric_names;
 use crate::queue::{ChunkQueue, Entry, count_lines};
 use crate::ratelimit::RateLimit;
 use crate::tap::TapShared;
-use crate::transcript::TranscriptWriter;
+use crate::transcript::{AppendError, TranscriptWriter};
 
 /// What the recorder has put in the file, for the follower (and the exit report).
 #[derive(Debug, Default)]
@@ -88,10 +90,12 @@ fn index(direction: Direction) -> usize {
     }
 }
 
-/// Starts the recorder thread; it ends once `queue` is closed and empty.
+/// Starts the recorder thread; it ends once `queue` is closed and empty. `sides`: the
+/// read ends of the side pipes the pumps tee into, by direction ([`crate::splice`]).
 pub(crate) fn start(
     queue: Arc<ChunkQueue>,
     mut writer: TranscriptWriter,
+    sides: Option<[File; 2]>,
     progress: Arc<Progress>,
     shared: Arc<TapShared>,
     warn_interval: Duration,
@@ -111,35 +115,60 @@ pub(crate) fn start(
             let mut report = RecorderReport::default();
             let mut broken = false;
             let mut entries = VecDeque::new();
+            let mut scratch = Vec::new();
             while queue.take_blocking(&mut entries) {
                 for entry in entries.drain(..) {
-                    let lines = match &entry {
-                        Entry::Data { bytes, .. } => count_lines(bytes),
-                        Entry::End { .. } | Entry::Lost { .. } => 0,
-                    };
                     let direction = entry.record().direction();
-                    if !broken && let Err(error) = writer.append(&entry.record()) {
-                        broken = true;
-                        report.errors += 1;
-                        error_metric.increment(1);
-                        tracing::warn!(
-                            path = %writer.path().display(),
-                            "cannot write the transcript ({error}); what follows is neither in it nor captured"
+                    let appended = match (&entry, sides.as_ref()) {
+                        (Entry::Piped { at, len, .. }, Some(sides)) => {
+                            let side = &sides[index(direction)];
+                            if broken {
+                                // Still taken out of the side pipe, to be counted.
+                                Err(read_out(side, *len, &mut scratch))
+                            } else {
+                                match writer.append_from(direction, *at, *len, side) {
+                                    Ok(lines) => Ok(lines),
+                                    Err(AppendError::Write { error, lines }) => {
+                                        broken = true;
+                                        failed(&writer, &error, &mut report, &error_metric);
+                                        Err(lines)
+                                    }
+                                    Err(AppendError::Side(error)) => {
+                                        tracing::warn!(%error, "cannot read a chunk back from its side pipe");
+                                        Err(0)
+                                    }
+                                }
+                            }
+                        }
+                        _ => {
+                            let lines = match &entry {
+                                Entry::Data { bytes, .. } => count_lines(bytes),
+                                _ => 0,
+                            };
+                            if !broken && let Err(error) = writer.append(&entry.record()) {
+                                broken = true;
+                                failed(&writer, &error, &mut report, &error_metric);
+                            }
+                            if broken { Err(lines) } else { Ok(lines) }
+                        }
+                    };
+                    // Lines of the entry that are not in the transcript.
+                    let lost = match appended {
+                        Ok(lines) => {
+                            frames[index(direction)].increment(lines);
+                            progress.lines.fetch_add(lines, Ordering::Relaxed);
+                            0
+                        }
+                        Err(lines) => lines,
+                    };
+                    if lost > 0 {
+                        shared.count_drop(
+                            direction,
+                            &dropped[index(direction)],
+                            lost,
+                            "the transcript cannot be written",
                         );
                     }
-                    if broken {
-                        if lines > 0 {
-                            shared.count_drop(
-                                direction,
-                                &dropped[index(direction)],
-                                lines,
-                                "the transcript cannot be written",
-                            );
-                        }
-                        continue;
-                    }
-                    frames[index(direction)].increment(lines);
-                    progress.lines.fetch_add(lines, Ordering::Relaxed);
                 }
                 if queue.is_empty()
                     && !broken
@@ -151,6 +180,9 @@ pub(crate) fn start(
             if !broken && flush(&mut writer, &mut report, &error_metric, &warn) {
                 progress.published(writer.written());
             }
+            if let Err(error) = writer.finish() {
+                tracing::debug!(path = %writer.path().display(), %error, "cannot give back the transcript's reserved space");
+            }
             progress.finish();
             report
         })
@@ -158,6 +190,36 @@ pub(crate) fn start(
             what: "transcript thread",
             cause,
         })
+}
+
+/// The first failed write: counted and WARNed; the transcript is given up.
+fn failed(
+    writer: &TranscriptWriter,
+    error: &std::io::Error,
+    report: &mut RecorderReport,
+    metric: &metrics::Counter,
+) {
+    report.errors += 1;
+    metric.increment(1);
+    tracing::warn!(
+        path = %writer.path().display(),
+        "cannot write the transcript ({error}); what follows is neither in it nor captured"
+    );
+}
+
+/// Reads `len` bytes out of `side` and throws them away; their newlines.
+fn read_out(mut side: &File, mut len: usize, scratch: &mut Vec<u8>) -> u64 {
+    scratch.resize(64 * 1024, 0);
+    let mut lines = 0;
+    while len > 0 {
+        let piece = len.min(scratch.len());
+        if side.read_exact(&mut scratch[..piece]).is_err() {
+            break;
+        }
+        lines += count_lines(&scratch[..piece]);
+        len -= piece;
+    }
+    lines
 }
 
 /// Flushes the writer; a failure is counted and WARNed (the buffer keeps what it could

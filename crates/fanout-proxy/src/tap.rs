@@ -1,15 +1,20 @@
-//! The pumps and the tap. A pump copies one direction chunk by chunk with blocking
-//! I/O on its own thread; before writing a chunk it offers a copy to the tap, which
-//! queues it ([`crate::queue`]) and never waits.
+//! The pumps and the tap. A pump forwards one direction chunk by chunk with blocking
+//! I/O on its own thread; before forwarding a chunk it offers it to the tap, which
+//! queues it ([`crate::queue`]) and never waits. Between pipes the chunk is teed into
+//! the direction's side pipe and spliced on, and the queue gets its length
+//! ([`crate::splice`]); otherwise it is read, a copy queued, and written.
 //!
-//! Why the tap is offered a chunk *before* the chunk is written: whoever reads the
+//! Why the tap is offered a chunk *before* the chunk is forwarded: whoever reads the
 //! queue must see a request before its response. Once a request is written, the agent
 //! may answer and the other pump may queue the answer before this pump gets to queue
-//! the request; queueing first makes that impossible. The cost is one copy of the chunk
-//! and a non-blocking push, which is what DESIGN 3.1 allows. Nothing is parsed here:
-//! the chunk goes to the transcript as it is, and lines are framed behind it.
+//! the request; queueing first makes that impossible. The cost is a non-blocking push
+//! (and, when copying, one copy of the chunk), which is what DESIGN 3.1 allows. Nothing
+//! is parsed here: the chunk goes to the transcript as it is, and lines are framed
+//! behind it.
 
+use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,6 +24,7 @@ use fanout_store::Timestamp;
 use crate::metric_names;
 use crate::queue::{ChunkQueue, Offered};
 use crate::ratelimit::RateLimit;
+use crate::splice::{SPLICE_CHUNK_BYTES, Teed, can_splice, splice_exact, tee_next};
 
 /// State shared by both directions' taps and the later stages: the WARN limiter and
 /// the drop total.
@@ -65,15 +71,19 @@ pub(crate) struct Tap {
     bytes: metrics::Counter,
     dropped: metrics::Counter,
     why_dropped: &'static str,
+    /// The write end of the direction's side pipe, when chunks may be spliced.
+    side: Option<OwnedFd>,
 }
 
 impl Tap {
-    /// `why_dropped`: what a full queue means, for the WARN.
+    /// `why_dropped`: what a full queue means, for the WARN; `side`: the write end of
+    /// the direction's side pipe ([`crate::splice`]), read by the recorder.
     pub(crate) fn new(
         direction: Direction,
         queue: Arc<ChunkQueue>,
         shared: Arc<TapShared>,
         why_dropped: &'static str,
+        side: Option<OwnedFd>,
     ) -> Self {
         let label = direction.as_str();
         Tap {
@@ -83,7 +93,13 @@ impl Tap {
             bytes: metrics::counter!(metric_names::BYTES, "direction" => label),
             dropped: metrics::counter!(metric_names::FRAMES_DROPPED, "direction" => label),
             why_dropped,
+            side,
         }
+    }
+
+    fn offer_piped(&self, len: usize, at: Timestamp) {
+        // Never dropped; `Closed` (shutdown) leaves the bytes in the side pipe, unread.
+        let _ = self.queue.offer_piped(self.direction, at, len);
     }
 
     fn offer(&self, chunk: &[u8], at: Timestamp) {
@@ -111,46 +127,158 @@ pub(crate) struct PumpReport {
 /// failed write stops forwarding (the reader is gone) but not observing: what the
 /// source still says is captured. `to` is dropped at the end, which closes it (the
 /// agent's stdin closes when the client's does).
-pub(crate) fn pump(
-    mut from: impl Read,
-    to: impl Write,
-    tap: &Tap,
-    chunk_bytes: usize,
-) -> PumpReport {
-    let mut report = PumpReport::default();
-    let mut buffer = vec![0u8; chunk_bytes.max(1)];
-    let mut to = Some(to);
-    loop {
-        let read = match from.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                report.read_error = Some(e);
-                break;
+///
+/// With a side pipe and a source and destination that can splice, chunks go through
+/// the kernel without being copied here ([`crate::splice`]); any chunk the side pipe
+/// has no room for, and everything once splicing is not possible, is read and copied.
+pub(crate) fn pump(from: File, to: File, tap: &Tap, chunk_bytes: usize) -> PumpReport {
+    let mut forward = Forward::new(to, chunk_bytes);
+    let side = tap.side.as_ref().filter(|_| can_splice(&from, &forward.to));
+    if let Some(side) = side
+        && forward.splice_while_possible(&from, side, tap)
+    {
+        return forward.ended(tap);
+    }
+    forward.copy_rest(&from, tap)
+}
+
+/// A pump's destination and what it did.
+struct Forward<W> {
+    to: W,
+    /// Writing `to` failed: it is not written any more.
+    closed: bool,
+    report: PumpReport,
+    buffer: Vec<u8>,
+}
+
+impl<W: Write> Forward<W> {
+    fn new(to: W, chunk_bytes: usize) -> Self {
+        Forward {
+            to,
+            closed: false,
+            report: PumpReport::default(),
+            buffer: vec![0u8; chunk_bytes.max(1)],
+        }
+    }
+
+    /// Copies chunks until the source ends, then queues the end.
+    fn copy_rest(mut self, mut from: impl Read, tap: &Tap) -> PumpReport {
+        while self.copied(&mut from, tap) {}
+        self.ended(tap)
+    }
+
+    fn ended(self, tap: &Tap) -> PumpReport {
+        tap.queue.end(tap.direction, Timestamp::now());
+        // `to` is dropped here, which closes it.
+        self.report
+    }
+
+    /// Reads one chunk, offers a copy to `tap` and writes it; false at the end.
+    fn copied(&mut self, from: &mut impl Read, tap: &Tap) -> bool {
+        let read = loop {
+            match from.read(&mut self.buffer) {
+                Ok(0) => return false,
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.report.read_error = Some(e);
+                    return false;
+                }
             }
         };
-        let chunk = &buffer[..read];
-        tap.offer(chunk, Timestamp::now());
-        if let Some(destination) = to.as_mut() {
-            match destination
-                .write_all(chunk)
-                .and_then(|()| destination.flush())
-            {
-                Ok(()) => {
-                    report.bytes += read as u64;
-                    tap.bytes.increment(read as u64);
+        tap.offer(&self.buffer[..read], Timestamp::now());
+        self.write(read, tap);
+        true
+    }
+
+    /// Writes the first `len` bytes of the buffer; a failure lets the destination go.
+    fn write(&mut self, len: usize, tap: &Tap) {
+        if self.closed {
+            return;
+        }
+        match self
+            .to
+            .write_all(&self.buffer[..len])
+            .and_then(|()| self.to.flush())
+        {
+            Ok(()) => self.counted(len, tap),
+            Err(e) => {
+                tracing::debug!(direction = tap.direction.as_str(), error = %e, "destination closed; observing only");
+                self.report.write_error = Some(e);
+                self.closed = true;
+            }
+        }
+    }
+
+    fn counted(&mut self, len: usize, tap: &Tap) {
+        self.report.bytes += len as u64;
+        tap.bytes.increment(len as u64);
+    }
+}
+
+impl Forward<File> {
+    /// Tees and splices chunks while it can ([`crate::splice`]); true when the source
+    /// ended, false when the rest must be copied.
+    fn splice_while_possible(&mut self, from: &File, side: &OwnedFd, tap: &Tap) -> bool {
+        // Nothing passes through the buffer, so a chunk may be as large as the pipes.
+        let max = self.buffer.len().max(SPLICE_CHUNK_BYTES);
+        loop {
+            match tee_next(from, side, max) {
+                Ok(Teed::Bytes(n)) => {
+                    tap.offer_piped(n, Timestamp::now());
+                    if !self.spliced(from, n, tap) {
+                        return false;
+                    }
                 }
-                Err(e) => {
-                    tracing::debug!(direction = tap.direction.as_str(), error = %e, "destination closed; observing only");
-                    report.write_error = Some(e);
-                    to = None;
+                Ok(Teed::End) => return true,
+                Ok(Teed::SideFull) => {
+                    if !self.copied(&mut &*from, tap) {
+                        return true;
+                    }
+                }
+                // Whatever it is, the copying path reads the source too, and says so
+                // if it cannot.
+                Err(error) => {
+                    tracing::debug!(direction = tap.direction.as_str(), %error, "cannot tee; copying from now on");
+                    return false;
                 }
             }
         }
     }
-    tap.queue.end(tap.direction, Timestamp::now());
-    report
+
+    /// Forwards the `n` bytes at the head of `from` that were teed, by splicing them;
+    /// false when splicing stopped (the rest of the chunk was read and written, or the
+    /// destination is gone), so the pump copies from now on.
+    fn spliced(&mut self, mut from: &File, n: usize, tap: &Tap) -> bool {
+        let moved = if self.closed {
+            0
+        } else {
+            match splice_exact(from, &self.to, n) {
+                Ok(()) => {
+                    self.counted(n, tap);
+                    return true;
+                }
+                Err((error, moved)) => {
+                    tracing::debug!(direction = tap.direction.as_str(), %error, "cannot splice; copying from now on");
+                    self.counted(moved, tap);
+                    moved
+                }
+            }
+        };
+        // The rest of the chunk is still at the head of the source: take it the
+        // copying way (a destination that is gone fails the write and is let go).
+        let mut rest = n - moved;
+        while rest > 0 {
+            let piece = rest.min(self.buffer.len());
+            if let Err(e) = from.read_exact(&mut self.buffer[..piece]) {
+                self.report.read_error = Some(e);
+                break;
+            }
+            self.write(piece, tap);
+            rest -= piece;
+        }
+        false
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +290,13 @@ mod tests {
     use crate::queue::Entry;
 
     fn tap(max_bytes: usize) -> (Tap, Arc<ChunkQueue>, Arc<TapShared>) {
+        tap_with_side(max_bytes, None)
+    }
+
+    fn tap_with_side(
+        max_bytes: usize,
+        side: Option<OwnedFd>,
+    ) -> (Tap, Arc<ChunkQueue>, Arc<TapShared>) {
         let queue = Arc::new(ChunkQueue::new(max_bytes));
         let shared = Arc::new(TapShared::new(Duration::from_secs(60)));
         (
@@ -170,10 +305,48 @@ mod tests {
                 Arc::clone(&queue),
                 Arc::clone(&shared),
                 "test",
+                side,
             ),
             queue,
             shared,
         )
+    }
+
+    fn pipe() -> (File, File) {
+        let (read, write) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("a pipe");
+        (File::from(read), File::from(write))
+    }
+
+    /// Lines `from..to`, numbered, of varying lengths.
+    fn lines(from: usize, to: usize) -> Vec<u8> {
+        (from..to)
+            .flat_map(|i| {
+                format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 300)).into_bytes()
+            })
+            .collect()
+    }
+
+    /// What the queue's entries hold, put together: piped chunks read from `side`.
+    fn recorded(entries: &[Entry], mut side: &File) -> (Vec<u8>, usize, usize) {
+        let (mut bytes, mut piped, mut copied) = (Vec::new(), 0, 0);
+        for entry in entries {
+            match entry {
+                Entry::Piped { len, .. } => {
+                    let start = bytes.len();
+                    bytes.resize(start + len, 0);
+                    side.read_exact(&mut bytes[start..])
+                        .expect("the side pipe has the chunk");
+                    piped += 1;
+                }
+                Entry::Data { bytes: chunk, .. } => {
+                    bytes.extend_from_slice(chunk);
+                    copied += 1;
+                }
+                Entry::End { .. } | Entry::Lost { .. } => {}
+            }
+        }
+        (bytes, piped, copied)
     }
 
     /// A reader that hands out its data in the given chunk sizes.
@@ -198,6 +371,84 @@ mod tests {
     }
 
     #[test]
+    fn between_pipes_chunks_are_spliced_and_teed_byte_for_byte() {
+        let side = crate::splice::SidePipe::new().unwrap();
+        let (tap, queue, _) = tap_with_side(1 << 20, Some(side.write));
+        let (source, mut client) = pipe();
+        let (mut agent, destination) = pipe();
+        let sent = lines(0, 2000);
+        let to_send = sent.clone();
+        // Written in pieces as a client would, while the recorder's part (reading the
+        // side pipe) happens after: the side pipe (1 MiB) holds it all.
+        let writer = std::thread::spawn(move || {
+            for piece in to_send.chunks(7_777) {
+                client.write_all(piece).unwrap();
+            }
+        });
+        let forwarder = std::thread::spawn(move || pump(source, destination, &tap, 4096));
+        let mut forwarded = Vec::new();
+        agent.read_to_end(&mut forwarded).unwrap();
+        writer.join().unwrap();
+        let report = forwarder.join().unwrap();
+        assert_eq!(forwarded, sent, "forwarded byte for byte");
+        assert_eq!(report.bytes, sent.len() as u64);
+        assert!(report.read_error.is_none() && report.write_error.is_none());
+        let entries = taken(&queue);
+        assert!(matches!(entries.last(), Some(Entry::End { .. })));
+        let (recorded, piped, _) = recorded(&entries, &File::from(side.read));
+        assert_eq!(
+            recorded, sent,
+            "the side pipe and the queue have every byte, in order"
+        );
+        assert!(piped > 0, "chunks were spliced");
+    }
+
+    #[test]
+    fn a_full_side_pipe_sends_chunks_the_copying_way_and_nothing_is_lost() {
+        let side = crate::splice::SidePipe::new().unwrap();
+        let capacity = rustix::pipe::fcntl_getpipe_size(&side.write).unwrap();
+        let (tap, queue, shared) = tap_with_side(64 << 20, Some(side.write));
+        let (source, mut client) = pipe();
+        let (mut agent, destination) = pipe();
+        // More than the side pipe holds, and nobody reads it until the end.
+        let sent = lines(0, 3 * capacity / 150);
+        assert!(sent.len() > 2 * capacity);
+        let to_send = sent.clone();
+        let writer = std::thread::spawn(move || client.write_all(&to_send).unwrap());
+        let forwarder = std::thread::spawn(move || pump(source, destination, &tap, 65_536));
+        let mut forwarded = Vec::new();
+        agent.read_to_end(&mut forwarded).unwrap();
+        writer.join().unwrap();
+        forwarder.join().unwrap();
+        assert_eq!(forwarded, sent);
+        let entries = taken(&queue);
+        let (recorded, piped, copied) = recorded(&entries, &File::from(side.read));
+        assert_eq!(recorded, sent);
+        assert!(piped > 0 && copied > 0, "{piped} piped, {copied} copied");
+        assert_eq!(shared.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_closed_destination_stops_splicing_not_observing() {
+        let side = crate::splice::SidePipe::new().unwrap();
+        let (tap, queue, _) = tap_with_side(1 << 20, Some(side.write));
+        let (source, mut client) = pipe();
+        let (agent, destination) = pipe();
+        drop(agent);
+        // Less than the pipe holds: written before the pump starts.
+        let sent = lines(0, 200);
+        assert!(sent.len() < 60_000);
+        client.write_all(&sent).unwrap();
+        drop(client);
+        let report = pump(source, destination, &tap, 4096);
+        assert!(report.write_error.is_some());
+        assert_eq!(report.bytes, 0);
+        let entries = taken(&queue);
+        let (recorded, _, _) = recorded(&entries, &File::from(side.read));
+        assert_eq!(recorded, sent, "what the source said is still observed");
+    }
+
+    #[test]
     fn forwards_bytes_exactly_and_queues_each_chunk_then_the_end() {
         let (tap, queue, _) = tap(1 << 20);
         let chunks = vec![
@@ -206,7 +457,7 @@ mod tests {
             b"tail".to_vec(),
         ];
         let mut out = Vec::new();
-        let report = pump(Chunked(chunks.clone()), &mut out, &tap, 64);
+        let report = Forward::new(&mut out, 64).copy_rest(Chunked(chunks.clone()), &tap);
         assert_eq!(out, b"{\"a\":1}\n\xff\xfe\ntail");
         assert_eq!(report.bytes, out.len() as u64);
         let entries = taken(&queue);
@@ -229,7 +480,7 @@ mod tests {
             .collect();
         let input: Vec<u8> = chunks.concat();
         let mut out = Vec::new();
-        pump(Chunked(chunks), &mut out, &tap, 1024);
+        Forward::new(&mut out, 1024).copy_rest(Chunked(chunks), &tap);
         assert_eq!(out, input);
         // The first chunk fits; the other nine (one line each) do not.
         assert_eq!(shared.dropped.load(Ordering::Relaxed), 9);
@@ -252,12 +503,8 @@ mod tests {
             }
         }
         let (tap, queue, _) = tap(1 << 20);
-        let report = pump(
-            Chunked(vec![b"a\n".to_vec(), b"b\n".to_vec()]),
-            Broken,
-            &tap,
-            64,
-        );
+        let report = Forward::new(Broken, 64)
+            .copy_rest(Chunked(vec![b"a\n".to_vec(), b"b\n".to_vec()]), &tap);
         assert!(report.write_error.is_some());
         assert_eq!(report.bytes, 0);
         assert_eq!(taken(&queue).len(), 3, "two chunks and the end");
