@@ -94,7 +94,7 @@ fn index(direction: Direction) -> usize {
 /// read ends of the side pipes the pumps tee into, by direction ([`crate::splice`]).
 pub(crate) fn start(
     queue: Arc<ChunkQueue>,
-    mut writer: TranscriptWriter,
+    writer: TranscriptWriter,
     sides: Option<[File; 2]>,
     progress: Arc<Progress>,
     shared: Arc<TapShared>,
@@ -110,76 +110,41 @@ pub(crate) fn start(
             let dropped = [Direction::ClientToAgent, Direction::AgentToClient].map(|d| {
                 metrics::counter!(metric_names::FRAMES_DROPPED, "direction" => d.as_str())
             });
-            let error_metric = metrics::counter!(metric_names::TRANSCRIPT_ERRORS);
             let warn = RateLimit::new(warn_interval);
-            let mut report = RecorderReport::default();
-            let mut broken = false;
+            let mut recording = Recording {
+                writer,
+                sides,
+                broken: false,
+                report: RecorderReport::default(),
+                error_metric: metrics::counter!(metric_names::TRANSCRIPT_ERRORS),
+                scratch: Vec::new(),
+            };
             let mut entries = VecDeque::new();
-            let mut scratch = Vec::new();
             while queue.take_blocking(&mut entries) {
                 for entry in entries.drain(..) {
                     let direction = entry.record().direction();
-                    let appended = match (&entry, sides.as_ref()) {
-                        (Entry::Piped { at, len, .. }, Some(sides)) => {
-                            let side = &sides[index(direction)];
-                            if broken {
-                                // Still taken out of the side pipe, to be counted.
-                                Err(read_out(side, *len, &mut scratch))
-                            } else {
-                                match writer.append_from(direction, *at, *len, side) {
-                                    Ok(lines) => Ok(lines),
-                                    Err(AppendError::Write { error, lines }) => {
-                                        broken = true;
-                                        failed(&writer, &error, &mut report, &error_metric);
-                                        Err(lines)
-                                    }
-                                    Err(AppendError::Side(error)) => {
-                                        tracing::warn!(%error, "cannot read a chunk back from its side pipe");
-                                        Err(0)
-                                    }
-                                }
-                            }
-                        }
-                        _ => {
-                            let lines = match &entry {
-                                Entry::Data { bytes, .. } => count_lines(bytes),
-                                _ => 0,
-                            };
-                            if !broken && let Err(error) = writer.append(&entry.record()) {
-                                broken = true;
-                                failed(&writer, &error, &mut report, &error_metric);
-                            }
-                            if broken { Err(lines) } else { Ok(lines) }
-                        }
-                    };
-                    // Lines of the entry that are not in the transcript.
-                    let lost = match appended {
+                    match recording.append(&entry) {
                         Ok(lines) => {
                             frames[index(direction)].increment(lines);
                             progress.lines.fetch_add(lines, Ordering::Relaxed);
-                            0
                         }
-                        Err(lines) => lines,
-                    };
-                    if lost > 0 {
-                        shared.count_drop(
+                        Err(0) => {}
+                        Err(lost) => shared.count_drop(
                             direction,
                             &dropped[index(direction)],
                             lost,
                             "the transcript cannot be written",
-                        );
+                        ),
                     }
                 }
-                if queue.is_empty()
-                    && !broken
-                    && flush(&mut writer, &mut report, &error_metric, &warn)
-                {
-                    progress.published(writer.written());
+                if queue.is_empty() && recording.flush(&warn) {
+                    progress.published(recording.writer.written());
                 }
             }
-            if !broken && flush(&mut writer, &mut report, &error_metric, &warn) {
-                progress.published(writer.written());
+            if recording.flush(&warn) {
+                progress.published(recording.writer.written());
             }
+            let Recording { mut writer, report, .. } = recording;
             if let Err(error) = writer.finish() {
                 tracing::debug!(path = %writer.path().display(), %error, "cannot give back the transcript's reserved space");
             }
@@ -192,19 +157,93 @@ pub(crate) fn start(
         })
 }
 
-/// The first failed write: counted and WARNed; the transcript is given up.
-fn failed(
-    writer: &TranscriptWriter,
-    error: &std::io::Error,
-    report: &mut RecorderReport,
-    metric: &metrics::Counter,
-) {
-    report.errors += 1;
-    metric.increment(1);
-    tracing::warn!(
-        path = %writer.path().display(),
-        "cannot write the transcript ({error}); what follows is neither in it nor captured"
-    );
+/// The recorder's state from one entry to the next.
+struct Recording {
+    writer: TranscriptWriter,
+    /// The side pipes' read ends, by direction.
+    sides: Option<[File; 2]>,
+    /// A write failed: the transcript is given up (its framing can no longer be
+    /// trusted), and what follows is only counted.
+    broken: bool,
+    report: RecorderReport,
+    error_metric: metrics::Counter,
+    /// Where piped chunks are read out to be counted once the transcript is given up.
+    scratch: Vec<u8>,
+}
+
+impl Recording {
+    /// Appends `entry`: the newlines it put in the transcript, or (`Err`) those it
+    /// could not.
+    fn append(&mut self, entry: &Entry) -> Result<u64, u64> {
+        if let (Entry::Piped { direction, at, len }, Some(sides)) = (entry, &self.sides) {
+            let side = &sides[index(*direction)];
+            if self.broken {
+                // Still taken out of the side pipe, to be counted.
+                return Err(read_out(side, *len, &mut self.scratch));
+            }
+            return self
+                .writer
+                .append_from(*direction, *at, *len, side)
+                .map_err(|failure| {
+                    let (error, lines) = match failure {
+                        AppendError::Write { error, lines } => (error, lines),
+                        // The record was taken back, so what is buffered is whole and
+                        // goes out; but where the side pipe stands is unknown now.
+                        AppendError::Side(error) => {
+                            let _ = self.writer.flush();
+                            (error, 0)
+                        }
+                    };
+                    self.failed(&error);
+                    lines
+                });
+        }
+        let lines = match entry {
+            Entry::Data { bytes, .. } => count_lines(bytes),
+            Entry::Piped { .. } | Entry::End { .. } | Entry::Lost { .. } => 0,
+        };
+        if self.broken {
+            return Err(lines);
+        }
+        match self.writer.append(&entry.record()) {
+            Ok(()) => Ok(lines),
+            Err(error) => {
+                self.failed(&error);
+                Err(lines)
+            }
+        }
+    }
+
+    /// The first failed write: counted and WARNed; the transcript is given up.
+    fn failed(&mut self, error: &std::io::Error) {
+        self.broken = true;
+        self.report.errors += 1;
+        self.error_metric.increment(1);
+        tracing::warn!(
+            path = %self.writer.path().display(),
+            "cannot write the transcript ({error}); what follows is neither in it nor captured"
+        );
+    }
+
+    /// Flushes the writer unless the transcript is given up; whether it is flushed. A
+    /// failure is counted and WARNed (the buffer keeps what it could not write, so the
+    /// next flush tries again and the framing stays whole).
+    fn flush(&mut self, warn: &RateLimit) -> bool {
+        if self.broken {
+            return false;
+        }
+        match self.writer.flush() {
+            Ok(()) => true,
+            Err(error) => {
+                self.report.errors += 1;
+                self.error_metric.increment(1);
+                if warn.ready() {
+                    tracing::warn!(path = %self.writer.path().display(), errors_so_far = self.report.errors, "cannot write the transcript: {error}");
+                }
+                false
+            }
+        }
+    }
 }
 
 /// Reads `len` bytes out of `side` and throws them away; their newlines.
@@ -220,25 +259,4 @@ fn read_out(mut side: &File, mut len: usize, scratch: &mut Vec<u8>) -> u64 {
         len -= piece;
     }
     lines
-}
-
-/// Flushes the writer; a failure is counted and WARNed (the buffer keeps what it could
-/// not write, so the next flush tries again and the framing stays whole).
-fn flush(
-    writer: &mut TranscriptWriter,
-    report: &mut RecorderReport,
-    metric: &metrics::Counter,
-    warn: &RateLimit,
-) -> bool {
-    match writer.flush() {
-        Ok(()) => true,
-        Err(error) => {
-            report.errors += 1;
-            metric.increment(1);
-            if warn.ready() {
-                tracing::warn!(path = %writer.path().display(), errors_so_far = report.errors, "cannot write the transcript: {error}");
-            }
-            false
-        }
-    }
 }

@@ -327,7 +327,6 @@ mod tests {
 
     #[test]
     fn chunks_from_a_side_pipe_are_framed_like_copied_ones_and_space_is_given_back() {
-        use std::io::Read as _;
         let dir = tempfile::tempdir().unwrap();
         let started = Timestamp::parse("2026-08-03T15:32:20Z").unwrap();
         let header = TranscriptHeader::new("exec-2", None, &["cat".to_owned()], started);
@@ -364,11 +363,7 @@ mod tests {
             })
             .unwrap();
         writer.finish().unwrap();
-        let mut bytes = Vec::new();
-        File::open(writer.path())
-            .unwrap()
-            .read_to_end(&mut bytes)
-            .unwrap();
+        let bytes = std::fs::read(writer.path()).unwrap();
         assert_eq!(writer.written(), bytes.len() as u64);
         let header_end = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
         let mut reader = RecordReader::new(&bytes[header_end..], header_end as u64, 2);
