@@ -139,9 +139,9 @@ impl StoreError {
             | StoreError::ConnectPostgres { cause, .. }
             | StoreError::Schema { cause, .. }
             | StoreError::Query { cause, .. } => is_transient_driver_error(cause),
-            StoreError::Bulk { cause, .. } => cause.sqlite_error().is_some_and(|e| {
-                SQLITE_TRANSIENT_CODES.contains(&i64::from(e.extended_code & 0xff))
-            }),
+            StoreError::Bulk { cause, .. } => cause
+                .sqlite_error()
+                .is_some_and(|e| is_transient_sqlite_code(i64::from(e.extended_code))),
             StoreError::InvalidUrl { .. }
             | StoreError::NewerSchema { .. }
             | StoreError::NoDatabase { .. }
@@ -166,18 +166,27 @@ fn is_transient_sqlstate(code: &str) -> bool {
 
 /// SQLite answered BUSY or LOCKED: another connection holds the lock this one needs.
 pub(crate) fn is_sqlite_busy(error: &sqlx::Error) -> bool {
-    matches!(sqlite_primary_code(error), Some(5 | 6))
+    matches!(sqlite_extended_code(error).map(primary), Some(5 | 6))
 }
 
-/// SQLite's primary result code of a database error (it reports the extended code;
-/// the primary one is its low byte); `None` for any other error or engine.
-fn sqlite_primary_code(error: &sqlx::Error) -> Option<i64> {
+/// Whether SQLite's (extended) result code means "not now", whichever driver said it.
+fn is_transient_sqlite_code(extended: i64) -> bool {
+    SQLITE_TRANSIENT_CODES.contains(&primary(extended))
+}
+
+/// SQLite reports its extended result code; the primary one is its low byte.
+fn primary(extended: i64) -> i64 {
+    extended & 0xff
+}
+
+/// SQLite's extended result code of a database error through sqlx; `None` for any
+/// other error or engine.
+fn sqlite_extended_code(error: &sqlx::Error) -> Option<i64> {
     let sqlx::Error::Database(db) = error else {
         return None;
     };
     db.try_downcast_ref::<sqlx::sqlite::SqliteError>()?;
-    let extended = db.code()?.parse::<i64>().ok()?;
-    Some(extended & 0xff)
+    db.code()?.parse::<i64>().ok()
 }
 
 fn is_transient_driver_error(error: &sqlx::Error) -> bool {
@@ -187,11 +196,12 @@ fn is_transient_driver_error(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => match sqlite_primary_code(error) {
-            Some(code) => SQLITE_TRANSIENT_CODES.contains(&code),
-            None if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => false,
-            None => db.code().is_some_and(|code| is_transient_sqlstate(&code)),
-        },
+        sqlx::Error::Database(db)
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() =>
+        {
+            sqlite_extended_code(error).is_some_and(is_transient_sqlite_code)
+        }
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| is_transient_sqlstate(&code)),
         _ => false,
     }
 }
