@@ -111,7 +111,10 @@ pub(crate) fn splice_exact(
     while moved < len {
         match splice(from, None, to, None, len - moved, SpliceFlags::MOVE) {
             Ok(0) => {
-                let error = io::Error::new(io::ErrorKind::UnexpectedEof, "the side pipe ran dry");
+                let error = io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the source ended inside a chunk it had teed",
+                );
                 return Err((error, moved));
             }
             Ok(n) => moved += n,
