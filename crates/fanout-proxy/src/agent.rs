@@ -113,7 +113,6 @@ fn blocking_pipe(
     let fd = pipe
         .unwrap_or_else(|| Err(std::io::Error::other("the pipe was not created")))
         .map_err(|cause| ProxyError::Setup { what, cause })?;
-    crate::splice::enlarge_pipe(&fd);
     Ok(File::from(fd))
 }
 

@@ -24,8 +24,8 @@
 //! agent stdout ──pump a2c──▶ client stdout      (raw chunks, forwarded as read)
 //! agent stderr ─────────────▶ our stderr         (inherited: not even copied)
 //!        │ each pump queues the chunk before forwarding it (never waits): between
-//!        │ pipes its length (the bytes are teed into a side pipe, crate::splice),
-//!        │ otherwise a copy
+//!        │ pipes its length (the bytes are teed into a side pipe, crate::splice,
+//!        │ whose room a stream waits for, briefly), otherwise a copy
 //!        ▼
 //!   chunk queue ──▶ recorder thread ──▶ transcript ──▶ follower task ──▶ Capture ──▶ store
 //!                   (appends, nothing else)            (behind; holds a batch while the

@@ -2,7 +2,8 @@
 //! I/O on its own thread; before forwarding a chunk it offers it to the tap, which
 //! queues it ([`crate::queue`]) and never waits. Between pipes the chunk is teed into
 //! the direction's side pipe and spliced on, and the queue gets its length
-//! ([`crate::splice`]); otherwise it is read, a copy queued, and written.
+//! ([`crate::splice`]; a full side pipe is waited for, briefly); otherwise it is read,
+//! a copy queued, and written.
 //!
 //! Why the tap is offered a chunk *before* the chunk is forwarded: whoever reads the
 //! queue must see a request before its response. Once a request is written, the agent
@@ -14,7 +15,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,7 +25,9 @@ use fanout_store::Timestamp;
 use crate::metric_names;
 use crate::queue::{ChunkQueue, Offered};
 use crate::ratelimit::RateLimit;
-use crate::splice::{SPLICE_CHUNK_BYTES, Teed, can_splice, splice_exact, tee_next};
+use crate::splice::{
+    SIDE_PATIENCE, SPLICE_CHUNK_BYTES, Teed, can_splice, enlarge_pipe, splice_exact, tee_next,
+};
 
 /// State shared by both directions' taps and the later stages: the WARN limiter and
 /// the drop total.
@@ -221,23 +224,36 @@ impl Forward<File> {
     /// Forwards until the source ends (true) or splicing is not possible any more
     /// (false: the rest is copied). Small chunks are copied, so a line at a time costs
     /// one read and one write, the least latency; once a read fills the buffer (a
-    /// stream) chunks are teed and spliced ([`crate::splice`]) until one is smaller
-    /// than the buffer again. Measured on the proxy bench: splicing every chunk put
-    /// the per-line p50 at 42–72 µs over the direct pipe, copying at 18–25 µs.
+    /// stream) the pipes are enlarged and chunks are teed and spliced
+    /// ([`crate::splice`]) until one is smaller than the buffer again. Measured on the
+    /// proxy bench: splicing every chunk put the per-line p50 at 42–72 µs over the
+    /// direct pipe, copying at 18–25 µs.
     fn copy_or_splice(&mut self, from: &File, side: &OwnedFd, tap: &Tap) -> bool {
         // Nothing passes through the buffer, so a spliced chunk may be larger.
         let max = self.buffer.len().max(SPLICE_CHUNK_BYTES);
         let mut streaming = false;
+        let mut widened = false;
+        // Whether a full side pipe is waited for: not again once the recorder made no
+        // room in time, until it has some without waiting (crate::splice).
+        let mut patient = true;
         loop {
             if !streaming {
                 match self.copied(&mut &*from, tap) {
                     Some(n) => streaming = n == self.buffer.len(),
                     None => return true,
                 }
+                if streaming && !widened {
+                    widened = true;
+                    for pipe in [from.as_fd(), self.to.as_fd(), side.as_fd()] {
+                        enlarge_pipe(&pipe);
+                    }
+                }
                 continue;
             }
-            match tee_next(from, side, max) {
+            let patience = patient.then_some(SIDE_PATIENCE);
+            match tee_next(from, side, max, patience) {
                 Ok(Teed::Bytes(n)) => {
+                    patient = true;
                     tap.offer_piped(n, Timestamp::now());
                     if !self.spliced(from, n, tap) {
                         return false;
@@ -246,6 +262,7 @@ impl Forward<File> {
                 }
                 Ok(Teed::End) => return true,
                 Ok(Teed::SideFull) => {
+                    patient = false;
                     if self.copied(&mut &*from, tap).is_none() {
                         return true;
                     }
@@ -376,6 +393,36 @@ mod tests {
         }
     }
 
+    /// A tap with a side pipe, between two pipes: the pump's source (written by the
+    /// client end) and destination (read by the agent end).
+    struct Between {
+        tap: Tap,
+        queue: Arc<ChunkQueue>,
+        shared: Arc<TapShared>,
+        side: File,
+        source: File,
+        client: File,
+        agent: File,
+        destination: File,
+    }
+
+    fn between_pipes(max_bytes: usize) -> Between {
+        let side = crate::splice::SidePipe::new().unwrap();
+        let (tap, queue, shared) = tap_with_side(max_bytes, Some(side.write));
+        let (source, client) = pipe();
+        let (agent, destination) = pipe();
+        Between {
+            tap,
+            queue,
+            shared,
+            side: File::from(side.read),
+            source,
+            client,
+            agent,
+            destination,
+        }
+    }
+
     fn taken(queue: &ChunkQueue) -> Vec<Entry> {
         let mut entries = VecDeque::new();
         while !queue.is_empty() {
@@ -386,13 +433,19 @@ mod tests {
 
     #[test]
     fn between_pipes_chunks_are_spliced_and_teed_byte_for_byte() {
-        let side = crate::splice::SidePipe::new().unwrap();
-        let (tap, queue, _) = tap_with_side(1 << 20, Some(side.write));
-        let (source, mut client) = pipe();
-        let (mut agent, destination) = pipe();
+        let Between {
+            tap,
+            queue,
+            side: side_read,
+            source,
+            mut client,
+            mut agent,
+            destination,
+            ..
+        } = between_pipes(1 << 20);
         // All waiting before the pump starts (a stream: every read would fill the
         // buffer), and less than the side pipe holds, which is read after.
-        crate::splice::enlarge_pipe(&client);
+        enlarge_pipe(&client);
         let sent = lines(0, 2000);
         let room = rustix::pipe::fcntl_getpipe_size(&client).unwrap();
         assert!(
@@ -410,34 +463,144 @@ mod tests {
         assert!(report.read_error.is_none() && report.write_error.is_none());
         let entries = taken(&queue);
         assert!(matches!(entries.last(), Some(Entry::End { .. })));
-        let (recorded, piped, _) = recorded(&entries, &File::from(side.read));
+        let (recorded, piped, _) = recorded(&entries, &side_read);
         assert_eq!(
             recorded, sent,
             "the side pipe and the queue have every byte, in order"
         );
         assert!(piped > 0, "chunks were spliced");
+        // A stream: the pipes were asked for what the client's pipe got.
+        let sizes = pipe_sizes([&agent, &side_read]);
+        assert_eq!(
+            sizes, [room; 2],
+            "the destination and side pipe were enlarged"
+        );
     }
 
-    #[test]
-    fn a_full_side_pipe_sends_chunks_the_copying_way_and_nothing_is_lost() {
-        let side = crate::splice::SidePipe::new().unwrap();
-        let capacity = rustix::pipe::fcntl_getpipe_size(&side.write).unwrap();
-        let (tap, queue, shared) = tap_with_side(64 << 20, Some(side.write));
-        let (source, mut client) = pipe();
-        let (mut agent, destination) = pipe();
-        // More than the side pipe holds, and nobody reads it until the end.
-        let sent = lines(0, 3 * capacity / 150);
-        assert!(sent.len() > 2 * capacity);
-        let to_send = sent.clone();
-        let writer = std::thread::spawn(move || client.write_all(&to_send).unwrap());
+    /// Writes `sent` into `client` while a pump (64 KiB reads) forwards it; what came
+    /// out at `agent`, once the pump ended.
+    fn stream(
+        sent: Vec<u8>,
+        mut client: File,
+        pump_ends: [File; 2],
+        tap: Tap,
+        agent: &mut File,
+    ) -> Vec<u8> {
+        let writer = std::thread::spawn(move || client.write_all(&sent).unwrap());
+        let [source, destination] = pump_ends;
         let forwarder = std::thread::spawn(move || pump(source, destination, &tap, 65_536));
         let mut forwarded = Vec::new();
         agent.read_to_end(&mut forwarded).unwrap();
         writer.join().unwrap();
         forwarder.join().unwrap();
+        forwarded
+    }
+
+    fn pipe_sizes(pipes: [&File; 2]) -> [usize; 2] {
+        pipes.map(|pipe| rustix::pipe::fcntl_getpipe_size(pipe).unwrap())
+    }
+
+    #[test]
+    fn a_line_at_a_time_keeps_the_pipes_as_they_are() {
+        let mut b = between_pipes(1 << 20);
+        let before = pipe_sizes([&b.agent, &b.side]);
+        b.client.write_all(&lines(0, 1)).unwrap();
+        drop(b.client);
+        pump(b.source, b.destination, &b.tap, 4096);
+        let after = pipe_sizes([&b.agent, &b.side]);
+        assert_eq!(
+            after, before,
+            "the destination and side pipe kept their size"
+        );
+    }
+
+    #[test]
+    fn a_recorder_that_keeps_draining_the_side_pipe_is_waited_for() {
+        let Between {
+            tap,
+            queue,
+            shared,
+            side: mut side_read,
+            source,
+            client,
+            mut agent,
+            destination,
+        } = between_pipes(64 << 20);
+        // Far more than the side pipe holds, even enlarged; it is drained slowly, so
+        // it is full again and again while the pump streams.
+        let sent = lines(0, 3 * crate::splice::PIPE_BYTES / 150);
+        assert!(sent.len() > 2 * crate::splice::PIPE_BYTES);
+        let recorder = std::thread::spawn(move || {
+            let mut drained = Vec::new();
+            let mut buffer = vec![0u8; 64 * 1024];
+            loop {
+                match side_read.read(&mut buffer) {
+                    Ok(0) | Err(_) => return drained,
+                    Ok(n) => drained.extend_from_slice(&buffer[..n]),
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let forwarded = stream(sent.clone(), client, [source, destination], tap, &mut agent);
+        assert_eq!(forwarded, sent);
+        // The pump (and its tap, holding the side pipe's write end) is gone: the
+        // recorder reads to the end.
+        let drained = recorder.join().unwrap();
+        let entries = taken(&queue);
+        let copied: usize = entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Data { bytes, .. } => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        let piped: usize = entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Piped { len, .. } => *len,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(
+            piped,
+            drained.len(),
+            "the queue says what the side pipe had"
+        );
+        assert_eq!(
+            sent[sent.len() - drained.len()..],
+            drained[..],
+            "the side pipe had the bytes in order"
+        );
+        // The first chunks (before the stream was seen) are copied; none after.
+        assert!(
+            copied < 65_536 * 2,
+            "{copied} bytes were copied around the side pipe"
+        );
+        assert_eq!(shared.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_full_side_pipe_sends_chunks_the_copying_way_and_nothing_is_lost() {
+        let Between {
+            tap,
+            queue,
+            shared,
+            side,
+            source,
+            client,
+            mut agent,
+            destination,
+        } = between_pipes(64 << 20);
+        // What the side pipe holds once the stream enlarged it, at most.
+        let capacity = crate::splice::PIPE_BYTES;
+        // More than the side pipe holds, and nobody reads it until the end: the pump
+        // waits for room once, in vain, and then copies.
+        let sent = lines(0, 3 * capacity / 150);
+        assert!(sent.len() > 2 * capacity);
+        let forwarded = stream(sent.clone(), client, [source, destination], tap, &mut agent);
         assert_eq!(forwarded, sent);
         let entries = taken(&queue);
-        let (recorded, piped, copied) = recorded(&entries, &File::from(side.read));
+        let (recorded, piped, copied) = recorded(&entries, &side);
         assert_eq!(recorded, sent);
         assert!(piped > 0 && copied > 0, "{piped} piped, {copied} copied");
         assert_eq!(shared.dropped.load(Ordering::Relaxed), 0);
@@ -445,10 +608,16 @@ mod tests {
 
     #[test]
     fn a_closed_destination_stops_splicing_not_observing() {
-        let side = crate::splice::SidePipe::new().unwrap();
-        let (tap, queue, _) = tap_with_side(1 << 20, Some(side.write));
-        let (source, mut client) = pipe();
-        let (agent, destination) = pipe();
+        let Between {
+            tap,
+            queue,
+            side,
+            source,
+            mut client,
+            agent,
+            destination,
+            ..
+        } = between_pipes(1 << 20);
         drop(agent);
         // Less than the pipe holds: written before the pump starts.
         let sent = lines(0, 200);
@@ -459,7 +628,7 @@ mod tests {
         assert!(report.write_error.is_some());
         assert_eq!(report.bytes, 0);
         let entries = taken(&queue);
-        let (recorded, _, _) = recorded(&entries, &File::from(side.read));
+        let (recorded, _, _) = recorded(&entries, &side);
         assert_eq!(recorded, sent, "what the source said is still observed");
     }
 
