@@ -2,6 +2,8 @@
 //! store enforces on its own are applied again), the single-record upserts and the
 //! group commit.
 
+use std::sync::OnceLock;
+
 use uuid::Uuid;
 
 use crate::api::WriteOp;
@@ -43,11 +45,15 @@ pub(crate) struct Statements {
     pub(crate) upsert_subagent: String,
     pub(crate) upsert_usage: String,
     upsert_import_file: String,
-    /// Per [`Table`], the group-commit queries: `(n, the upsert n times)`, largest `n`
-    /// first, ending with `n = 1`.
-    batched: [Vec<(usize, String)>; TABLES.len()],
+    /// Per [`Table`], the single upsert and its group-commit queries: `(n, the upsert n
+    /// times)`, largest `n` first, ending with `n = 1`. Each is written out when first
+    /// used: all of them take 770 kB, more than a proxy's whole heap otherwise.
+    batched: [Batched; TABLES.len()],
     begin_write: &'static str,
 }
+
+/// One table's single upsert and its group-commit queries by size.
+type Batched = (String, Vec<(usize, OnceLock<String>)>);
 
 /// How many upserts of one table a group commit sends as one query on SQLite (each
 /// size a cached prepared statement; a run is cut into the largest that fit).
@@ -127,10 +133,8 @@ impl Statements {
             &upsert_transcript_mark,
         ]
         .map(|single| {
-            sizes
-                .iter()
-                .map(|&n| (n, sql::repeated(single, n)))
-                .collect()
+            let queries = sizes.iter().map(|&n| (n, OnceLock::new())).collect();
+            (single.clone(), queries)
         });
         Statements {
             upsert_session,
@@ -146,12 +150,14 @@ impl Statements {
 
     /// The largest group-commit query of `table` for at most `run` upserts.
     pub(crate) fn chunk(&self, table: Table, run: usize) -> (usize, &str) {
-        let queries = &self.batched[table as usize];
+        let (single, queries) = &self.batched[table as usize];
         queries
             .iter()
             .find(|(n, _)| *n <= run)
             .or(queries.last())
-            .map_or((1, ""), |(n, q)| (*n, q.as_str()))
+            .map_or((1, ""), |(n, query)| {
+                (*n, query.get_or_init(|| sql::repeated(single, *n)).as_str())
+            })
     }
 }
 
