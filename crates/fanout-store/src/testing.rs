@@ -238,10 +238,21 @@ impl LogCapture {
             .with_ansi(false)
             .with_max_level(tracing::Level::WARN)
             .finish();
+        // A test on another thread may meet a callsite first, with no subscriber, and
+        // cache "never" for it while this one is being registered (tracing-core
+        // computes a new callsite's interest and stores it in two steps): seen as
+        // missing WARNs under load, twice. A process-wide subscriber that wants WARN
+        // means no WARN callsite is ever "never"; it throws the lines away.
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let sink = tracing_subscriber::fmt()
+                .with_writer(std::io::sink)
+                .with_max_level(tracing::Level::WARN)
+                .finish();
+            // Someone else's global subscriber does as well.
+            let _ = tracing::subscriber::set_global_default(sink);
+        });
         let guard = tracing::dispatcher::set_default(&tracing::Dispatch::new(subscriber));
-        // A test on another thread may have met a callsite first, with no subscriber,
-        // and cached "never" for it while this one was being registered: seen as a
-        // missing WARN once under load. Recomputed now, the cache knows this one.
         tracing::callsite::rebuild_interest_cache();
         guard
     }
