@@ -2,9 +2,15 @@
 //! a trivial echo agent (`cat`) driven directly and through the real `fanout proxy`
 //! binary (store and transcript on, as a user runs it).
 //!
+//! Each measurement alternates direct and proxied runs (5 rounds in full mode) and
+//! compares medians: this VM has fast and slow modes, and a single run of either side
+//! can land in the other's.
+//!
 //! - latency: one line at a time, time from write to its echo; p50 and p99;
 //! - throughput: a stream of lines written while the echo is read; MB/s through the
-//!   round trip (each byte crosses the proxy twice); bytes checked identical by checksum;
+//!   round trip (each byte crosses the proxy twice); bytes checked identical by checksum.
+//!   A second baseline gives `cat` 1 MiB pipes, as the proxy asks for a streaming
+//!   direction's pipes, to show how much of the rate is pipe size;
 //! - memory: the proxy's peak resident set (VmHWM) over the whole throughput run,
 //!   its exit included (capture catches up after the flood);
 //! - transcript: the throughput run's transcript read back and checked line by line
@@ -17,6 +23,7 @@
 //! instead, so a CI that forgot to build the binary does not pass without checking).
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -25,6 +32,9 @@ use std::time::{Duration, Instant};
 struct Sizes {
     latency_lines: usize,
     throughput_bytes: usize,
+    /// Each measurement alternates direct and proxied runs this many times, and the
+    /// medians are compared: one run of either can land in a slow mode of the VM.
+    rounds: usize,
 }
 
 fn main() {
@@ -33,11 +43,13 @@ fn main() {
         Sizes {
             latency_lines: 5_000,
             throughput_bytes: 128 * 1024 * 1024,
+            rounds: 5,
         }
     } else {
         Sizes {
             latency_lines: 20,
             throughput_bytes: 256 * 1024,
+            rounds: 1,
         }
     };
     let Some(fanout) = fanout_binary(full) else {
@@ -49,33 +61,53 @@ fn main() {
     };
     let scratch = tempfile::tempdir().expect("scratch dir");
 
-    let direct_latency = latency(echo_direct, sizes.latency_lines);
-    let proxy_latency = latency(
-        || echo_proxied(&fanout, scratch.path()),
-        sizes.latency_lines,
-    );
+    let (mut direct_latency, mut proxy_latency) = (Vec::new(), Vec::new());
+    for _ in 0..sizes.rounds {
+        direct_latency.push(latency(echo_direct, sizes.latency_lines));
+        proxy_latency.push(latency(
+            || echo_proxied(&fanout, scratch.path()),
+            sizes.latency_lines,
+        ));
+    }
     let payload = Arc::new(payload(sizes.throughput_bytes));
-    let (direct_rate, _) = throughput(echo_direct, &payload);
-    let flood = scratch.path().join("flood");
-    let (proxy_rate, proxy_hwm_kib) = throughput(|| echo_proxied(&fanout, &flood), &payload);
-    let checked = check_transcript(&flood.join("transcripts"), &payload);
+    let (mut direct, mut wide, mut proxied) = (Vec::new(), Vec::new(), Vec::new());
+    let mut peak_kib = 0;
+    let mut checked = Vec::new();
+    for round in 0..sizes.rounds {
+        direct.push(throughput(echo_direct, &payload).0);
+        wide.push(throughput(echo_direct_wide, &payload).0);
+        let flood = scratch.path().join(format!("flood-{round}"));
+        let (rate, hwm_kib) = throughput(|| echo_proxied(&fanout, &flood), &payload);
+        proxied.push(rate);
+        peak_kib = peak_kib.max(hwm_kib);
+        checked.push(check_transcript(&flood.join("transcripts"), &payload));
+        std::fs::remove_dir_all(&flood).expect("remove the flood's files");
+    }
 
     println!(
-        "proxy bench ({} mode, echo agent `cat`)",
-        if full { "full" } else { "smoke" }
+        "proxy bench ({} mode, echo agent `cat`, medians of {} alternating rounds)",
+        if full { "full" } else { "smoke" },
+        sizes.rounds
+    );
+    let p50 = |runs: &[Percentiles]| median(runs.iter().map(|p| p.p50));
+    let p99 = |runs: &[Percentiles]| median(runs.iter().map(|p| p.p99));
+    let (direct_p50, direct_p99) = (p50(&direct_latency), p99(&direct_latency));
+    let (proxy_p50, proxy_p99) = (p50(&proxy_latency), p99(&proxy_latency));
+    println!("  latency per line  direct p50 {direct_p50:>7.1} us  p99 {direct_p99:>7.1} us");
+    println!(
+        "                    proxy  p50 {proxy_p50:>7.1} us  p99 {proxy_p99:>7.1} us   added p50 {:+.1} us  p99 {:+.1} us",
+        proxy_p50 - direct_p50,
+        proxy_p99 - direct_p99,
     );
     println!(
-        "  latency per line  direct p50 {:>7.1} us  p99 {:>7.1} us",
-        direct_latency.p50, direct_latency.p99
+        "                    p99 by round: direct {}  proxy {}",
+        listed(direct_latency.iter().map(|p| p.p99)),
+        listed(proxy_latency.iter().map(|p| p.p99)),
     );
-    println!(
-        "                    proxy  p50 {:>7.1} us  p99 {:>7.1} us   added p50 {:+.1} us  p99 {:+.1} us   ratio p50 {:.2}x  p99 {:.2}x",
-        proxy_latency.p50,
-        proxy_latency.p99,
-        proxy_latency.p50 - direct_latency.p50,
-        proxy_latency.p99 - direct_latency.p99,
-        proxy_latency.p50 / direct_latency.p50,
-        proxy_latency.p99 / direct_latency.p99,
+    let (direct_rate, wide_rate, proxy_rate) = (
+        median(direct.clone()),
+        median(wide.clone()),
+        median(proxied.clone()),
     );
     println!(
         "  throughput        direct {direct_rate:>8.1} MB/s   proxy {proxy_rate:>8.1} MB/s   ratio {:.2}x   ({} MiB round trip, checksums equal)",
@@ -83,13 +115,36 @@ fn main() {
         sizes.throughput_bytes / (1024 * 1024),
     );
     println!(
-        "  proxy peak RSS    {:.1} MiB (VmHWM, exit included)",
-        proxy_hwm_kib as f64 / 1024.0
+        "                    direct with 1 MiB pipes {wide_rate:>8.1} MB/s   ratio {:.2}x (the proxy enlarges a streaming direction's pipes)",
+        proxy_rate / wide_rate,
     );
     println!(
-        "  transcript        {} of {} lines each way, checked line by line: {} missing or different",
-        checked.recorded, checked.sent, checked.missing
+        "                    MB/s by round: direct {}  1 MiB {}  proxy {}",
+        listed(direct),
+        listed(wide),
+        listed(proxied)
     );
+    println!(
+        "  proxy peak RSS    {:.1} MiB (VmHWM, exit included, highest round)",
+        peak_kib as f64 / 1024.0
+    );
+    let missing: usize = checked.iter().map(|c| c.missing).sum();
+    println!(
+        "  transcript        {} of {} lines each way in every round (lowest), checked line by line: {missing} missing or different",
+        checked.iter().map(|c| c.recorded).min().unwrap_or(0),
+        checked.first().map_or(0, |c| c.sent),
+    );
+}
+
+fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.into_iter().collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn listed(values: impl IntoIterator<Item = f64>) -> String {
+    let values: Vec<String> = values.into_iter().map(|v| format!("{v:.0}")).collect();
+    values.join("/")
 }
 
 struct Checked {
@@ -182,6 +237,22 @@ fn echo_direct() -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start cat")
+}
+
+/// `cat` with both its pipes asked for 1 MiB, as the proxy asks for a streaming
+/// direction's pipes: how much of the proxy's rate is the pipe size alone.
+fn echo_direct_wide() -> Child {
+    let child = echo_direct();
+    for pipe in [
+        child.stdin.as_ref().map(AsFd::as_fd),
+        child.stdout.as_ref().map(AsFd::as_fd),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = rustix::pipe::fcntl_setpipe_size(pipe, 1024 * 1024);
+    }
+    child
 }
 
 fn echo_proxied(fanout: &Path, scratch: &Path) -> Child {
