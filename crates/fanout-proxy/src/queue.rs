@@ -9,11 +9,17 @@
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use fanout_acp::Direction;
 use fanout_capture::transcript::Record;
 use fanout_store::Timestamp;
 use tokio::sync::Notify;
+
+/// What wakes a thread gathering entries ([`ChunkQueue::take_within`]) before its time
+/// is up: one full read of a pump, so that a stream never waits for the deadline (a
+/// splicing pump would be waiting for room in its side pipe by then).
+const WAKE_GATHERING_BYTES: usize = 64 * 1024;
 
 /// One thing a pump saw: the element of the queue.
 #[derive(Debug, PartialEq, Eq)]
@@ -122,6 +128,11 @@ struct State {
     /// A thread waits on the condition variable: only then is a futex wake (a system
     /// call on the pump's path) worth making.
     waiting: bool,
+    /// A thread waits with a deadline ([`ChunkQueue::take_within`]): it is woken only
+    /// once the entries hold [`WAKE_GATHERING_BYTES`].
+    gathering: bool,
+    /// Bytes of the chunks queued since the last take, copied or piped.
+    bytes_since_take: usize,
 }
 
 impl State {
@@ -135,6 +146,11 @@ impl State {
             });
         }
         self.queued_bytes += entry.size();
+        self.bytes_since_take += match &entry {
+            Entry::Data { bytes, .. } => bytes.len(),
+            Entry::Piped { len, .. } => *len,
+            Entry::End { .. } | Entry::Lost { .. } => 0,
+        };
         self.entries.push_back(entry);
     }
 }
@@ -213,7 +229,8 @@ impl ChunkQueue {
         entry: Entry,
     ) -> Offered {
         state.queue(direction, entry);
-        let waiting = state.waiting;
+        let waiting =
+            state.waiting || (state.gathering && state.bytes_since_take >= WAKE_GATHERING_BYTES);
         drop(state);
         if waiting {
             self.ready.notify_one();
@@ -270,6 +287,7 @@ impl ChunkQueue {
             return (state.closed).then_some(false);
         }
         state.queued_bytes = 0;
+        state.bytes_since_take = 0;
         into.append(&mut state.entries);
         Some(true)
     }
@@ -289,6 +307,26 @@ impl ChunkQueue {
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+    }
+
+    /// Waits (blocking the thread) until there are entries or `wait` has passed, and
+    /// moves them all into `into`; false once the queue is closed and empty. The pumps
+    /// wake a thread waiting here only once [`WAKE_GATHERING_BYTES`] have come (as do
+    /// [`ChunkQueue::end`] and [`ChunkQueue::close`]): otherwise it takes what came
+    /// when its time is up, so a run of small chunks costs it one wake-up per `wait`,
+    /// not one per chunk, and a stream is taken as it comes.
+    pub(crate) fn take_within(&self, into: &mut VecDeque<Entry>, wait: Duration) -> bool {
+        let mut state = self.state();
+        if let Some(taken) = self.take_now(&mut state, into) {
+            return taken;
+        }
+        state.gathering = true;
+        let (mut state, _) = self
+            .ready
+            .wait_timeout(state, wait)
+            .unwrap_or_else(PoisonError::into_inner);
+        state.gathering = false;
+        self.take_now(&mut state, into).unwrap_or(true)
     }
 
     /// Moves every queued entry into `into` without waiting: `None` when there is none
@@ -338,6 +376,53 @@ mod tests {
             assert!(queue.take_blocking(&mut taken));
         }
         taken.into_iter().collect()
+    }
+
+    /// A thread taking from `queue` with deadlines of `wait` until it gets something or
+    /// the queue ends: what it got, `None` at the end.
+    fn gatherer(
+        queue: &std::sync::Arc<ChunkQueue>,
+        wait: Duration,
+    ) -> std::thread::JoinHandle<Option<VecDeque<Entry>>> {
+        let queue = std::sync::Arc::clone(queue);
+        std::thread::spawn(move || {
+            let mut taken = VecDeque::new();
+            while taken.is_empty() {
+                if !queue.take_within(&mut taken, wait) {
+                    return None;
+                }
+            }
+            Some(taken)
+        })
+    }
+
+    fn until_gathering(queue: &ChunkQueue) {
+        while !queue.state().gathering {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_gathering_taker_gets_small_chunks_at_its_deadline_and_a_stream_at_once() {
+        let queue = std::sync::Arc::new(ChunkQueue::new(1 << 20));
+        // Small chunks while it waits: taken when its (short) time is up.
+        let taking = gatherer(&queue, Duration::from_millis(10));
+        queue.offer(D, Timestamp::now(), b"one line\n");
+        assert_eq!(taking.join().unwrap().map(|taken| taken.len()), Some(1));
+        // A stream's worth wakes it long before its deadline (a minute: the test
+        // would hang, not pass, if it did not).
+        let taking = gatherer(&queue, Duration::from_secs(60));
+        until_gathering(&queue);
+        queue.offer_piped(D, Timestamp::now(), WAKE_GATHERING_BYTES);
+        let taken = taking.join().unwrap().unwrap_or_default();
+        assert!(
+            matches!(taken.front(), Some(Entry::Piped { len, .. }) if *len == WAKE_GATHERING_BYTES)
+        );
+        // And closing wakes it too, with nothing left: the end.
+        let taking = gatherer(&queue, Duration::from_secs(60));
+        until_gathering(&queue);
+        queue.close();
+        assert!(taking.join().unwrap().is_none(), "closed and empty");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fanout_acp::Direction;
 use fanout_store::Timestamp;
@@ -23,6 +23,13 @@ use crate::queue::{ChunkQueue, Entry, count_lines};
 use crate::ratelimit::RateLimit;
 use crate::tap::TapShared;
 use crate::transcript::{AppendError, TranscriptWriter};
+
+/// How long the recorder goes on gathering chunks after a flush before it waits to be
+/// woken again: while chunks keep coming, the pumps need not wake it for each one.
+const GATHER_AFTER_FLUSH: Duration = Duration::from_millis(2);
+/// How long one gathering wait lasts: how far the transcript may lag the pipes while
+/// they are busy with small chunks.
+const BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// What the recorder has put in the file, for the follower (and the exit report).
 #[derive(Debug, Default)]
@@ -120,7 +127,20 @@ pub(crate) fn start(
                 scratch: Vec::new(),
             };
             let mut entries = VecDeque::new();
-            while queue.take_blocking(&mut entries) {
+            // Until this long after its last flush, the recorder gathers what comes
+            // in BATCH_WAIT steps rather than being woken for every chunk.
+            let mut gathering_until = None;
+            loop {
+                let more = match gathering_until {
+                    Some(until) if Instant::now() < until => {
+                        queue.take_within(&mut entries, BATCH_WAIT)
+                    }
+                    _ => queue.take_blocking(&mut entries),
+                };
+                if !more {
+                    break;
+                }
+                let entries_taken = !entries.is_empty();
                 for entry in entries.drain(..) {
                     let direction = entry.record().direction();
                     match recording.append(&entry) {
@@ -137,8 +157,12 @@ pub(crate) fn start(
                         ),
                     }
                 }
+                if !entries_taken {
+                    continue;
+                }
                 if queue.is_empty() && recording.flush(&warn) {
                     progress.published(recording.writer.written());
+                    gathering_until = Some(Instant::now() + GATHER_AFTER_FLUSH);
                 }
             }
             if recording.flush(&warn) {
