@@ -77,10 +77,15 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing(&cli.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if matches!(cli.command, Command::Proxy(_)) {
+        // The runtime's threads do capture and the store; the agent, the pumps and
+        // the recorder start from the main thread (block_on), which keeps its
+        // priority.
+        builder.on_thread_start(fanout_proxy::lower_telemetry_thread);
+    }
+    let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("fanout: cannot start the async runtime: {err}");

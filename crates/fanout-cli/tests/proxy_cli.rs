@@ -142,6 +142,55 @@ fn exit_status_and_signals_pass_through() {
     }
 }
 
+/// The nice value of a thread or process, from its `/proc/.../stat`.
+fn nice_of(stat_path: &Path) -> i32 {
+    let stat = std::fs::read_to_string(stat_path).expect("read stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after_name = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    // Field 19 of the line is the 17th after the name.
+    after_name
+        .split(' ')
+        .nth(16)
+        .expect("the nice field")
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn the_agent_and_the_pumps_keep_the_proxys_priority_and_capture_runs_below() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    // The agent says its pid, then waits for the end of its input.
+    let mut proxy = Running::start(proxy_command(
+        dir.path(),
+        &db,
+        &["sh", "-c", "echo $$; cat >/dev/null"],
+    ));
+    proxy.wait_for("the agent's pid", LIMIT, |out, _| out.ends_with(b"\n"));
+    let agent_pid = String::from_utf8(proxy.stdout()).unwrap().trim().to_owned();
+    // The proxy's priority is ours (this thread started it).
+    let ours = nice_of(Path::new("/proc/thread-self/stat"));
+    let agent = nice_of(&Path::new("/proc").join(&agent_pid).join("stat"));
+    assert_eq!(agent, ours, "the agent runs at the proxy's priority");
+    let tasks = Path::new("/proc")
+        .join(proxy.child.id().to_string())
+        .join("task");
+    let mut seen = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(&tasks).unwrap() {
+        let task = task.unwrap().path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap();
+        seen.insert(name.trim().to_owned(), nice_of(&task.join("stat")));
+    }
+    for thread in ["fanout-c2a", "fanout-a2c", "fanout-recorder"] {
+        assert_eq!(seen.get(thread), Some(&ours), "{thread}: {seen:?}");
+    }
+    let lowered = (ours + fanout_proxy::TELEMETRY_NICE).min(19);
+    assert_eq!(seen.get("tokio-rt-worker"), Some(&lowered), "{seen:?}");
+    proxy.close_stdin();
+    let done = proxy.finish(LIMIT);
+    assert_eq!(done.code(), Some(0), "{}", done.stderr);
+}
+
 #[test]
 fn sigterm_to_the_proxy_reaches_the_whole_agent_group() {
     let dir = tempfile::tempdir().unwrap();

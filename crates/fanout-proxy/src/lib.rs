@@ -41,6 +41,7 @@ mod agent;
 mod error;
 mod follower;
 pub mod metric_names;
+mod priority;
 mod proxy;
 mod queue;
 mod ratelimit;
@@ -52,5 +53,6 @@ mod transcript;
 
 pub use agent::AgentExit;
 pub use error::ProxyError;
+pub use priority::{TELEMETRY_NICE, lower_telemetry_thread};
 pub use proxy::{ClientStreams, EXECUTION_ID_ENV, ProxyConfig, ProxyOutcome, ProxyTuning, run};
 pub use transcript::{TRANSCRIPT_VERSION, TranscriptHeader, TranscriptWriter};
