@@ -7,6 +7,12 @@
 //! to their rank: the k-th distinct instant of the run becomes
 //! `2000-01-01T00:00:00Z` plus k milliseconds, which keeps their order (and so
 //! the `createdAt` order of the scripts), and durations become `0`.
+//!
+//! One more thing differs between runs without meaning anything: the last bits of a
+//! float an agent sums in whatever order its subagents end (Claude Code's session cost
+//! printed `0.0933084` in one run and `0.09330839999999999` in the next). A decimal
+//! printed with more than 15 significant digits is rounded to 15, which a double
+//! always holds, so both read `0.0933084`.
 
 use std::collections::HashMap;
 
@@ -210,6 +216,18 @@ impl Normalizer {
                 copied = at;
                 continue;
             }
+            // A digit is one byte, so the slice starts on a character.
+            if bytes[at].is_ascii_digit()
+                && boundary_before
+                && at.checked_sub(1).is_none_or(|before| bytes[before] != b'.')
+                && let Some((len, rounded)) = long_decimal(&text[at..])
+            {
+                out.push_str(&text[copied..at]);
+                out.push_str(&rounded);
+                at += len;
+                copied = at;
+                continue;
+            }
             if (bytes[at] == b'"' || bytes[at] == b'd')
                 && let Some((digits_start, digits_end)) = duration_value(&bytes[at..])
             {
@@ -343,6 +361,51 @@ fn timestamp_len(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// The significant digits a double always holds exactly when printed and read back.
+const FLOAT_DIGITS: usize = 15;
+
+/// At a decimal (`digits.digits`, maybe an exponent) printed with more than
+/// [`FLOAT_DIGITS`] significant digits: its length and its value rounded to them.
+fn long_decimal(text: &str) -> Option<(usize, String)> {
+    let bytes = text.as_bytes();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let whole = digits(0);
+    if whole == 0 || bytes.get(whole) != Some(&b'.') {
+        return None;
+    }
+    let fraction = digits(whole + 1);
+    let mut len = whole + 1 + fraction;
+    if fraction == 0 {
+        return None;
+    }
+    if matches!(bytes.get(len), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(bytes.get(len + 1), Some(b'+' | b'-')));
+        let exponent = digits(len + 1 + sign);
+        if exponent > 0 {
+            len += 1 + sign + exponent;
+        }
+    }
+    if bytes
+        .get(len)
+        .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'.')
+    {
+        return None;
+    }
+    let mantissa = text[..whole + 1 + fraction].replace('.', "");
+    let significant = mantissa.trim_start_matches('0').len();
+    if significant <= FLOAT_DIGITS {
+        return None;
+    }
+    let value: f64 = text[..len].parse().ok()?;
+    let rounded: f64 = format!("{value:.*e}", FLOAT_DIGITS - 1).parse().ok()?;
+    Some((len, rounded.to_string()))
+}
+
 /// At a `"durationMs": 123` (or `duration_ms`), the byte range of the digits.
 fn duration_value(bytes: &[u8]) -> Option<(usize, usize)> {
     if let Some(rest) = bytes.strip_prefix(TEXT_DURATION_KEY.as_bytes()) {
@@ -401,6 +464,20 @@ mod tests {
         let mut again = Normalizer::new();
         again.learn_timestamps([out.as_str()]);
         assert_eq!(again.normalize(&out), out);
+    }
+
+    #[test]
+    fn float_noise_is_rounded_and_other_numbers_are_left_alone() {
+        let mut n = Normalizer::new();
+        assert_eq!(
+            n.normalize(r#"{"amount":0.09330839999999999,"b":0.0933084,"c":-0.30000000000000004}"#),
+            r#"{"amount":0.0933084,"b":0.0933084,"c":-0.3}"#
+        );
+        let kept =
+            "1.2345678901234 v1.2.3456789012345678 12345678901234567 0.1e5 2.50000000000000000001x";
+        assert_eq!(n.normalize(kept), kept);
+        assert_eq!(n.normalize("1.00000000000000002e-7"), "0.0000001");
+        assert_eq!(n.normalize("·0.30000000000000004·"), "·0.3·");
     }
 
     #[test]
