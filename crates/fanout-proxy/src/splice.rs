@@ -103,25 +103,24 @@ pub(crate) fn tee_next(
     from: &File,
     side: &OwnedFd,
     max: usize,
-    patience: Option<Duration>,
+    mut patience: Option<Duration>,
 ) -> io::Result<Teed> {
     // A non-blocking tee fails alike when the source is empty and when the side pipe
     // is full; only after poll said the source has bytes (and only this pump reads
     // it) does a failure mean the side pipe is full. Under a stream the source is
     // seldom empty, so poll is only paid for when it is.
     let mut polled = false;
-    let mut patience = patience;
     loop {
         match tee(from, side, max, SpliceFlags::NONBLOCK) {
             Ok(0) => return Ok(Teed::End),
             Ok(n) => return Ok(Teed::Bytes(n)),
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::AGAIN) if polled => match patience.take() {
-                Some(wait) if room_within(side, wait)? => {}
+                Some(wait) if wait_for(side, PollFlags::OUT, Some(wait))? => {}
                 _ => return Ok(Teed::SideFull),
             },
             Err(rustix::io::Errno::AGAIN) => {
-                wait_for(from, PollFlags::IN)?;
+                wait_for(from, PollFlags::IN, None)?;
                 polled = true;
             }
             Err(errno) => return Err(errno.into()),
@@ -149,7 +148,7 @@ pub(crate) fn splice_exact(
             Ok(n) => moved += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(rustix::io::Errno::AGAIN) => {
-                wait_for(to, PollFlags::OUT).map_err(|error| (error, moved))?;
+                wait_for(to, PollFlags::OUT, None).map_err(|error| (error, moved))?;
             }
             Err(errno) => return Err((errno.into(), moved)),
         }
@@ -157,25 +156,17 @@ pub(crate) fn splice_exact(
     Ok(())
 }
 
-/// Whether `side` has room within `wait`.
-fn room_within(side: &OwnedFd, wait: Duration) -> io::Result<bool> {
-    let mut fds = [PollFd::new(side, PollFlags::OUT)];
-    let timeout = rustix::event::Timespec::try_from(wait)
+/// Waits until `fd` is ready for `events`, for at most `timeout` if one is given:
+/// whether it is.
+fn wait_for(fd: &impl AsFd, events: PollFlags, timeout: Option<Duration>) -> io::Result<bool> {
+    let timeout = timeout
+        .map(rustix::event::Timespec::try_from)
+        .transpose()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the wait is too long"))?;
-    loop {
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(ready) => return Ok(ready > 0),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(errno) => return Err(errno.into()),
-        }
-    }
-}
-
-fn wait_for(fd: &impl AsFd, events: PollFlags) -> io::Result<()> {
     let mut fds = [PollFd::new(fd, events)];
     loop {
-        match poll(&mut fds, None) {
-            Ok(_) => return Ok(()),
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(ready) => return Ok(ready > 0),
             Err(rustix::io::Errno::INTR) => {}
             Err(errno) => return Err(errno.into()),
         }
