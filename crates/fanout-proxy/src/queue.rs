@@ -119,18 +119,28 @@ fn index(direction: Direction) -> usize {
     }
 }
 
+/// How the thread that takes entries waits on the condition variable.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Taker {
+    /// Not waiting (or a task that awaits the `Notify`).
+    #[default]
+    Away,
+    /// Until there are entries ([`ChunkQueue::take_blocking`]): woken by any.
+    Waiting,
+    /// With a deadline ([`ChunkQueue::take_within`]): woken only once the entries hold
+    /// [`WAKE_GATHERING_BYTES`].
+    Gathering,
+}
+
 #[derive(Debug, Default)]
 struct State {
     entries: VecDeque<Entry>,
     queued_bytes: usize,
     lost: [Option<(Timestamp, LostTally)>; 2],
     closed: bool,
-    /// A thread waits on the condition variable: only then is a futex wake (a system
+    /// How the taking thread waits, if it does: only then is a futex wake (a system
     /// call on the pump's path) worth making.
-    waiting: bool,
-    /// A thread waits with a deadline ([`ChunkQueue::take_within`]): it is woken only
-    /// once the entries hold [`WAKE_GATHERING_BYTES`].
-    gathering: bool,
+    taker: Taker,
     /// Bytes of the chunks queued since the last take, copied or piped.
     bytes_since_take: usize,
 }
@@ -229,10 +239,13 @@ impl ChunkQueue {
         entry: Entry,
     ) -> Offered {
         state.queue(direction, entry);
-        let waiting =
-            state.waiting || (state.gathering && state.bytes_since_take >= WAKE_GATHERING_BYTES);
+        let wake = match state.taker {
+            Taker::Away => false,
+            Taker::Waiting => true,
+            Taker::Gathering => state.bytes_since_take >= WAKE_GATHERING_BYTES,
+        };
         drop(state);
-        if waiting {
+        if wake {
             self.ready.notify_one();
         }
         self.notify.notify_one();
@@ -298,10 +311,10 @@ impl ChunkQueue {
         let mut state = self.state();
         loop {
             if let Some(taken) = self.take_now(&mut state, into) {
-                state.waiting = false;
+                state.taker = Taker::Away;
                 return taken;
             }
-            state.waiting = true;
+            state.taker = Taker::Waiting;
             state = self
                 .ready
                 .wait(state)
@@ -320,12 +333,12 @@ impl ChunkQueue {
         if let Some(taken) = self.take_now(&mut state, into) {
             return taken;
         }
-        state.gathering = true;
+        state.taker = Taker::Gathering;
         let (mut state, _) = self
             .ready
             .wait_timeout(state, wait)
             .unwrap_or_else(PoisonError::into_inner);
-        state.gathering = false;
+        state.taker = Taker::Away;
         self.take_now(&mut state, into).unwrap_or(true)
     }
 
@@ -397,7 +410,7 @@ mod tests {
     }
 
     fn until_gathering(queue: &ChunkQueue) {
-        while !queue.state().gathering {
+        while queue.state().taker != Taker::Gathering {
             std::thread::yield_now();
         }
     }
