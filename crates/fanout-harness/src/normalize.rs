@@ -396,8 +396,11 @@ fn long_decimal(text: &str) -> Option<(usize, String)> {
     {
         return None;
     }
-    let mantissa = text[..whole + 1 + fraction].replace('.', "");
-    let significant = mantissa.trim_start_matches('0').len();
+    let significant = bytes[..whole + 1 + fraction]
+        .iter()
+        .filter(|b| b.is_ascii_digit())
+        .skip_while(|b| **b == b'0')
+        .count();
     if significant <= FLOAT_DIGITS {
         return None;
     }
