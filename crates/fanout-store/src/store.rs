@@ -106,7 +106,7 @@ impl SqlStore {
 
     /// The subagent merge statement this store runs (for benchmarks and operators).
     pub fn subagent_upsert_statement(&self) -> &str {
-        &self.statements.upsert_subagent
+        self.statements.single(write::Table::Subagent)
     }
 
     /// The backfill `INSERT … SELECT` this store runs (for benchmarks and operators).
@@ -232,7 +232,7 @@ impl SqlStore {
 
     /// The usage-ledger merge statement this store runs (for benchmarks and operators).
     pub fn usage_upsert_statement(&self) -> &str {
-        &self.statements.upsert_usage
+        self.statements.single(write::Table::Usage)
     }
 
     /// Runs the named migration steps (the backfill); failures are WARN, never errors

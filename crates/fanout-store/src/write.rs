@@ -39,12 +39,6 @@ pub fn usage_row_id(task_session_id: &str, response_id: &str) -> String {
 /// The hot-path statements, generated once per store (they are also sqlx's
 /// prepared-statement cache keys).
 pub(crate) struct Statements {
-    upsert_session: String,
-    upsert_turn: String,
-    upsert_message: String,
-    pub(crate) upsert_subagent: String,
-    pub(crate) upsert_usage: String,
-    upsert_import_file: String,
     /// Per [`Table`], the single upsert and its group-commit queries: `(n, the upsert n
     /// times)`, largest `n` first, ending with `n = 1`. Each is written out when first
     /// used: all of them take 770 kB, more than a proxy's whole heap otherwise.
@@ -112,40 +106,32 @@ impl Table {
 
 impl Statements {
     pub(crate) fn new(e: Engine) -> Self {
-        let upsert_session = sql::upsert_session(e);
-        let upsert_turn = sql::upsert_turn(e);
-        let upsert_message = sql::upsert_message(e);
-        let upsert_subagent = sql::upsert_subagent(e);
-        let upsert_usage = sql::upsert_usage(e);
-        let upsert_import_file = sql::upsert_import_file(e);
-        let upsert_transcript_mark = sql::upsert_transcript_mark(e);
         let sizes: &[usize] = match e {
             Engine::Sqlite => &SQLITE_CHUNK_SIZES,
             Engine::Postgres => &[1],
         };
         let batched = [
-            &upsert_session,
-            &upsert_turn,
-            &upsert_message,
-            &upsert_subagent,
-            &upsert_usage,
-            &upsert_import_file,
-            &upsert_transcript_mark,
+            sql::upsert_session(e),
+            sql::upsert_turn(e),
+            sql::upsert_message(e),
+            sql::upsert_subagent(e),
+            sql::upsert_usage(e),
+            sql::upsert_import_file(e),
+            sql::upsert_transcript_mark(e),
         ]
         .map(|single| {
             let queries = sizes.iter().map(|&n| (n, OnceLock::new())).collect();
-            (single.clone(), queries)
+            (single, queries)
         });
         Statements {
-            upsert_session,
-            upsert_turn,
-            upsert_message,
-            upsert_subagent,
-            upsert_usage,
-            upsert_import_file,
             batched,
             begin_write: sql::begin_write(e),
         }
+    }
+
+    /// The single upsert of `table`.
+    pub(crate) fn single(&self, table: Table) -> &str {
+        &self.batched[table as usize].0
     }
 
     /// The largest group-commit query of `table` for at most `run` upserts.
@@ -338,7 +324,7 @@ pub(crate) async fn upsert_session(
     st: &Statements,
     s: &SessionRecord,
 ) -> Result<(), StoreError> {
-    with_writer!(pools, pool => bind_session!(sqlx::query(&st.upsert_session), s)
+    with_writer!(pools, pool => bind_session!(sqlx::query(st.single(Table::Session)), s)
         .execute(pool)
         .await
         .map(|_| ())
@@ -350,7 +336,7 @@ pub(crate) async fn upsert_turn(
     st: &Statements,
     t: &TurnRecord,
 ) -> Result<(), StoreError> {
-    with_writer!(pools, pool => bind_turn!(sqlx::query(&st.upsert_turn), t)
+    with_writer!(pools, pool => bind_turn!(sqlx::query(st.single(Table::Turn)), t)
         .execute(pool)
         .await
         .map(|_| ())
@@ -362,7 +348,7 @@ pub(crate) async fn upsert_message(
     st: &Statements,
     m: &MessageRecord,
 ) -> Result<(), StoreError> {
-    with_writer!(pools, pool => bind_message!(sqlx::query(&st.upsert_message), m)
+    with_writer!(pools, pool => bind_message!(sqlx::query(st.single(Table::Message)), m)
         .execute(pool)
         .await
         .map(|_| ())
@@ -376,7 +362,7 @@ pub(crate) async fn upsert_subagent(
 ) -> Result<(), StoreError> {
     let binds = SubagentBinds::new(r);
     retry_lost_insert_race(|| async {
-        with_writer!(pools, pool => bind_subagent!(sqlx::query(&st.upsert_subagent), &binds)
+        with_writer!(pools, pool => bind_subagent!(sqlx::query(st.single(Table::Subagent)), &binds)
             .execute(pool)
             .await
             .map(|_| ())
@@ -391,7 +377,7 @@ pub(crate) async fn upsert_usage(
     u: &UsageRecord,
 ) -> Result<(), StoreError> {
     retry_lost_insert_race(|| async {
-        with_writer!(pools, pool => bind_usage!(sqlx::query(&st.upsert_usage), u)
+        with_writer!(pools, pool => bind_usage!(sqlx::query(st.single(Table::Usage)), u)
             .execute(pool)
             .await
             .map(|_| ())
@@ -405,7 +391,7 @@ pub(crate) async fn upsert_import_file(
     st: &Statements,
     f: &ImportFileRecord,
 ) -> Result<(), StoreError> {
-    with_writer!(pools, pool => bind_import_file!(sqlx::query(&st.upsert_import_file), f)
+    with_writer!(pools, pool => bind_import_file!(sqlx::query(st.single(Table::ImportFile)), f)
         .execute(pool)
         .await
         .map(|_| ())
