@@ -2,7 +2,7 @@
 //! a trivial echo agent (`cat`) driven directly and through the real `fanout proxy`
 //! binary (store and transcript on, as a user runs it).
 //!
-//! Each measurement alternates direct and proxied runs (5 rounds in full mode) and
+//! Each measurement alternates direct and proxied runs (9 rounds in full mode) and
 //! compares medians: this VM has fast and slow modes, and a single run of either side
 //! can land in the other's.
 //!
@@ -42,9 +42,9 @@ fn main() {
     let full = !fanout_types::bench::is_quick();
     let sizes = if full {
         Sizes {
-            latency_lines: 5_000,
+            latency_lines: 10_000,
             throughput_bytes: 128 * 1024 * 1024,
-            rounds: 5,
+            rounds: 9,
         }
     } else {
         Sizes {
