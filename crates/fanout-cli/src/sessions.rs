@@ -44,7 +44,7 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode> {
     let filter = SessionFilter {
         task_id: args.task.clone(),
         since: args.since,
-        until: None,
+        ..SessionFilter::default()
     };
     let lines = session_lines(&store, &filter, &prices).await;
     store.close().await;

@@ -140,6 +140,7 @@ async fn sessions_page(State(web): Shared, Query(filters): Query<Filters>) -> Re
         task_id: Some(filters.task.trim().to_owned()).filter(|t| !t.is_empty()),
         since: date(&filters.since),
         until: date(&filters.until),
+        ..SessionFilter::default()
     };
     let lines = match session_lines(&web.store, &filter, &web.prices).await {
         Ok(lines) => lines,

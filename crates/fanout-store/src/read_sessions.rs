@@ -26,6 +26,9 @@ pub struct SessionFilter {
     pub since: Option<Timestamp>,
     /// Only sessions started before this instant.
     pub until: Option<Timestamp>,
+    /// Only this session (its full `task_sessions.id`): one row by its key, where a
+    /// caller that wants one session would otherwise read them all.
+    pub session_id: Option<String>,
 }
 
 /// One `task_sessions` row with the figures a list needs.
@@ -141,6 +144,9 @@ pub(crate) async fn sessions(
     let mut predicates = vec!["1 = 1".to_owned()];
     if let Some(task) = &filter.task_id {
         predicates.push(format!("s.task_id = {}", binds.text(task)));
+    }
+    if let Some(id) = &filter.session_id {
+        predicates.push(format!("s.id = {}", binds.text(id)));
     }
     if let Some(since) = filter.since {
         predicates.push(format!("s.started_at >= {}", binds.timestamp(Some(since))));

@@ -137,6 +137,26 @@ async fn sessions_are_listed_newest_first_with_turns(db: TestDb) {
         ..SessionFilter::default()
     };
     assert_eq!(store.sessions(&window).await.unwrap()[0].id, "s2");
+    let one = SessionFilter {
+        session_id: Some("s1".into()),
+        ..SessionFilter::default()
+    };
+    let only: Vec<String> = store
+        .sessions(&one)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(only, ["s1"]);
+    let prefix = SessionFilter {
+        session_id: Some("s".into()),
+        ..SessionFilter::default()
+    };
+    assert!(
+        store.sessions(&prefix).await.unwrap().is_empty(),
+        "the id is matched whole"
+    );
 }
 
 async fn ids_resolve_by_prefix_and_harness_id(db: TestDb) {

@@ -71,12 +71,16 @@ pub async fn resolve_session(store: &SqlStore, text: &str) -> Result<String> {
 
 /// One session's tree, priced.
 pub async fn load_view(store: &SqlStore, id: &str, prices: &PriceTable) -> Result<SessionView> {
+    let only = SessionFilter {
+        session_id: Some(id.to_owned()),
+        ..SessionFilter::default()
+    };
     let session = store
-        .sessions(&SessionFilter::default())
+        .sessions(&only)
         .await
-        .context("reading the sessions")?
+        .context("reading the session")?
         .into_iter()
-        .find(|s| s.id == id)
+        .next()
         .with_context(|| format!("session {id} is gone"))?;
     let scope = ReportScope::Session {
         session_id: id.to_owned(),
