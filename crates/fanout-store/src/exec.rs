@@ -67,6 +67,16 @@ impl Pools {
         Reader { pools: self }
     }
 
+    /// The options SQLite's readers connect with (`None` on PostgreSQL).
+    pub(crate) fn sqlite_reader_options(
+        &self,
+    ) -> Option<std::sync::Arc<sqlx::sqlite::SqliteConnectOptions>> {
+        match self {
+            Pools::Sqlite { reader, .. } => Some(reader.connect_options()),
+            Pools::Postgres(_) => None,
+        }
+    }
+
     /// Runs one statement with text binds (`$1`… in order) on the writer; returns the
     /// rows it affected.
     pub(crate) async fn execute(

@@ -23,6 +23,7 @@
 
 mod api;
 mod bulk;
+mod change_probe;
 mod cost;
 mod error;
 mod exec;

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use crate::api::{Store, WriteOp};
 use crate::bulk::{BulkWriter, run_blocking};
+use crate::change_probe::ChangeProbe;
 use crate::cost::UsageCell;
 use crate::error::{StoreError, redact_url};
 use crate::exec::Pools;
@@ -26,6 +27,8 @@ pub struct SqlStore {
     read_only: bool,
     /// Group commits on a connection of their own ([`OpenOptions::bulk_writes`]).
     bulk: Option<BulkWriter>,
+    /// What keeps [`SqlStore::change_marker`] cheap while nothing is written.
+    change_probe: ChangeProbe,
 }
 
 impl SqlStore {
@@ -50,6 +53,7 @@ impl SqlStore {
             },
             read_only: options.read_only,
             bulk: None,
+            change_probe: ChangeProbe::default(),
         };
         if options.read_only {
             if found != Some(sql::SCHEMA_VERSION) {
@@ -93,6 +97,7 @@ impl SqlStore {
         if let Some(bulk) = &self.bulk {
             bulk.close();
         }
+        self.change_probe.close().await;
         self.pools.close(!self.read_only, &self.target).await;
     }
 
@@ -217,9 +222,10 @@ impl SqlStore {
     }
 
     /// A text that changes whenever sessions, turns, subagent rows or the ledger change
-    /// (live views compare it instead of watching files).
+    /// (live views compare it instead of watching files). On SQLite it is computed again
+    /// only once something committed since the last call (`crate::change_probe`).
     pub async fn change_marker(&self) -> Result<String, StoreError> {
-        read_sessions::change_marker(self.pools.reader()).await
+        self.change_probe.marker(&self.pools).await
     }
 
     /// Everything `fanout import` knows of the files it read (`import_files`), by path.

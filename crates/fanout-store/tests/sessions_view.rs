@@ -118,6 +118,7 @@ both_engines!(
     the_tree_rolls_usage_up_once,
     the_usage_report_counts_each_response_once,
     the_change_marker_moves_on_every_write,
+    the_change_marker_sees_another_stores_writes_and_stays_while_quiet,
 );
 
 async fn sessions_are_listed_newest_first_with_turns(db: TestDb) {
@@ -284,4 +285,32 @@ async fn the_change_marker_moves_on_every_write(db: TestDb) {
     assert_eq!(store.change_marker().await.unwrap(), before);
     invocation(&store, "d", None, "explore", "2026-08-10T09:00:09Z").await;
     assert_ne!(store.change_marker().await.unwrap(), before);
+}
+
+/// The marker is kept while nothing commits (SQLite asks `data_version` instead of
+/// scanning), so what matters is that it never goes stale: a write through another
+/// store (other connections, as another process has) moves it, every time.
+async fn the_change_marker_sees_another_stores_writes_and_stays_while_quiet(db: TestDb) {
+    let store = fixture(&db).await;
+    let other = db.open().await.unwrap();
+    let mut marker = store.change_marker().await.unwrap();
+    for (round, call) in ["e", "f", "g"].into_iter().enumerate() {
+        for _ in 0..3 {
+            assert_eq!(
+                store.change_marker().await.unwrap(),
+                marker,
+                "round {round}"
+            );
+        }
+        let observed = format!("2026-08-10T09:00:1{round}Z");
+        invocation(&other, call, None, "explore", &observed).await;
+        let moved = store.change_marker().await.unwrap();
+        assert_ne!(
+            moved, marker,
+            "round {round}: another store's write was missed"
+        );
+        marker = moved;
+    }
+    other.close().await;
+    store.close().await;
 }
