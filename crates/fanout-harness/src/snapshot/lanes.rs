@@ -13,8 +13,11 @@
 //! mode, session info, usage) keep only their last value, and a tool call's
 //! `tool_call_update`s (patches: an absent field is unchanged) are folded into
 //! one update holding every field's last value; a `subagent_update` lane is
-//! split by the set of fields its updates patch: how many intermediate states
-//! an agent sends, and how it coalesces them, depends on timing.
+//! split by the set of fields its updates patch, and an update that repeats
+//! the one before it in its lane is dropped (a patch setting fields to the
+//! values they hold changes nothing): how many intermediate states an agent
+//! sends, how often it repeats one, and how it coalesces them, depends on
+//! timing (codex-acp 2.6.0 sends a subagent's `running` once or twice).
 
 use std::collections::HashMap;
 
@@ -97,6 +100,8 @@ fn lane_of(line: &str) -> Option<String> {
         "state"
     } else if kind == PATCH_UPDATE {
         "patch"
+    } else if kind == SUBAGENT_UPDATE {
+        "subagent"
     } else {
         "events"
     };
@@ -171,6 +176,9 @@ pub fn order(transcript: &[TranscriptLine], known_ids: &[(String, String)]) -> L
             }
             if key.ends_with("\u{0}patch") && !lines.is_empty() {
                 lines = vec![fold_patches(&lines)];
+            }
+            if key.ends_with("\u{0}subagent") {
+                lines.dedup_by(|repeat, before| repeat.text == before.text);
             }
             let key = lines
                 .iter()
@@ -313,6 +321,23 @@ mod tests {
         assert!(lanes.lanes.contains(&vec![about("a", 1), about("a", 2)]));
         assert!(lanes.lanes.contains(&vec![about("b", 1)]));
         assert_eq!(lanes.lanes.len(), 3);
+    }
+
+    #[test]
+    fn a_subagent_update_repeating_the_one_before_it_changes_nothing() {
+        let state = |value: &str| {
+            received(&format!(
+                r#"{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"p","update":{{"sessionUpdate":"subagent_update","sessionId":"c","state":{{"state":"{value}"}}}}}}}}"#
+            ))
+        };
+        let (running, idle) = (state("running"), state("idle"));
+        let once = order(&[running.clone(), idle.clone()], &[]);
+        let twice = order(&[running.clone(), running.clone(), idle.clone()], &[]);
+        assert_eq!(once, twice);
+        assert_eq!(once.lanes, [vec![running.clone(), idle.clone()]]);
+        // Not a repeat of the one before it: a state the subagent went back to.
+        let back = order(&[running.clone(), idle.clone(), running.clone()], &[]);
+        assert_eq!(back.lanes, [vec![running.clone(), idle, running]]);
     }
 
     #[test]
