@@ -71,11 +71,14 @@ pub struct RecordOptions {
     pub declared: BTreeMap<String, String>,
 }
 
-/// One exchange slot of a conversation: in flight, or ended.
+/// One exchange slot of a conversation: in flight, or ended, held as its
+/// cassette line (serialised once, when it ends: every write of the
+/// conversation's file copies the lines instead of serialising each
+/// exchange again).
 #[derive(Debug)]
 enum Slot {
     InFlight,
-    Done(Box<Exchange>),
+    Done(String),
 }
 
 #[derive(Debug)]
@@ -277,11 +280,22 @@ impl Recorder {
     /// rewritten off the async workers (the agent's next request does not
     /// wait for the disk).
     fn end(self: &Arc<Self>, at: SlotRef, exchange: Exchange) {
+        // Serialised outside the lock: a request is tens of kilobytes to escape.
+        let line = serde_json::to_string(&exchange);
         {
             let mut state = self.lock();
             state.in_flight = state.in_flight.saturating_sub(1);
             state.last_activity = Some(Instant::now());
-            state.conversations[at.conversation].slots[at.slot] = Slot::Done(Box::new(exchange));
+            match line {
+                Ok(line) => {
+                    state.conversations[at.conversation].slots[at.slot] = Slot::Done(line);
+                }
+                Err(err) => {
+                    let err = format!("exchange {}: {err}", exchange.seq);
+                    tracing::warn!(%err, "cannot serialise an exchange for the cassette");
+                    state.write_error.get_or_insert(err);
+                }
+            }
         }
         let recorder = self.clone();
         self.pending_writes.fetch_add(1, Ordering::SeqCst);
@@ -307,10 +321,10 @@ impl Recorder {
             };
             let mut files = Vec::with_capacity(which.len() + 1);
             for c in which {
-                files.push(
-                    self.conversation_text(&state, c)
-                        .map(|text| (conversation_file_name(c + 1), text)),
-                );
+                files.push(Ok((
+                    conversation_file_name(c + 1),
+                    Self::conversation_text(&state, c),
+                )));
             }
             files.push(
                 self.index_text(&state)
@@ -331,20 +345,20 @@ impl Recorder {
         result
     }
 
-    fn conversation_text(
-        &self,
-        state: &RecordState,
-        conversation: usize,
-    ) -> Result<String, String> {
+    fn conversation_text(state: &RecordState, conversation: usize) -> String {
+        let lines = state.conversations[conversation]
+            .slots
+            .iter()
+            .filter_map(|slot| match slot {
+                Slot::Done(line) => Some(line.as_str()),
+                Slot::InFlight => None,
+            });
         let mut text = String::new();
-        for slot in &state.conversations[conversation].slots {
-            if let Slot::Done(exchange) = slot {
-                let line = serde_json::to_string(exchange).map_err(|err| err.to_string())?;
-                text.push_str(&line);
-                text.push('\n');
-            }
+        for line in lines {
+            text.push_str(line);
+            text.push('\n');
         }
-        Ok(text)
+        text
     }
 
     fn index_text(&self, state: &RecordState) -> Result<String, String> {
