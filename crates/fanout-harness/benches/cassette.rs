@@ -7,6 +7,10 @@
 //! - recording proxy: the same streamed answer fetched through `replay
 //!   record`'s proxy (forwarded, streamed back, written to the cassette) vs
 //!   fetched from the upstream directly: the latency the proxy adds;
+//! - a long recording: one conversation of many exchanges through the
+//!   recording proxy, timed until `finish` has every file on disk (each ended
+//!   exchange rewrites its conversation's file), vs the same requests
+//!   fetched directly;
 //! - end to end: `fanout snapshot run scenarios/claude-subagents` (a real
 //!   Claude Code parent and two parallel subagents, replayed keyless) vs
 //!   `fanout snapshot record` of the same scenario through the recording
@@ -15,7 +19,8 @@
 //!   wall time with process start.
 //!
 //! `cargo build --release -p fanout-cli && cargo bench -p fanout-harness --bench cassette`.
-//! Sizes: `FANOUT_BENCH_REQUESTS` (default 1000), `FANOUT_BENCH_RUNS` (default
+//! Sizes: `FANOUT_BENCH_REQUESTS` (default 1000), `FANOUT_BENCH_STEPS` (the
+//! long conversation's exchanges, default 300), `FANOUT_BENCH_RUNS` (default
 //! 3). Without `--bench` (as `cargo test --benches` runs it) everything is
 //! tiny. The end-to-end part needs the fanout binary (next to this bench's
 //! target directory, or `FANOUT_BIN`), python3 and the agent of
@@ -45,6 +50,11 @@ fn main() {
     } else {
         size("FANOUT_BENCH_REQUESTS", 1_000)
     };
+    let steps = if quick {
+        10
+    } else {
+        size("FANOUT_BENCH_STEPS", 300)
+    };
     let runs = if quick {
         1
     } else {
@@ -58,6 +68,8 @@ fn main() {
     runtime.block_on(async {
         let baseline = Baseline::start(&exchange).await;
         replay_latency(&exchange, &baseline, requests).await;
+        // Before record_latency, which stops the baseline's server.
+        record_one_long_conversation(&exchange, &baseline, steps).await;
         record_latency(&exchange, &baseline, requests).await;
     });
     end_to_end(runs);
@@ -274,6 +286,73 @@ async fn record_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
     );
     recorder.finish().await.expect("finish the recording");
     baseline.task.abort();
+}
+
+/// `steps` requests of one conversation (one content root, as an agent's
+/// turns share) through the recording proxy, until `finish` returns, vs the
+/// same requests to the upstream directly.
+async fn record_one_long_conversation(exchange: &Exchange, baseline: &Baseline, steps: usize) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let out = tmp.path().join("cassette");
+    let recorder = RunningRecorder::start(
+        RecordOptions {
+            upstream: baseline.url.clone(),
+            out: out.clone(),
+            force: false,
+            declared: Default::default(),
+        },
+        "127.0.0.1:0",
+    )
+    .await
+    .expect("start the recorder");
+    let mut body = exchange
+        .request
+        .body
+        .json()
+        .expect("a JSON request")
+        .clone();
+    body["messages"] = serde_json::json!([{"role": "user", "content": "bench conversation"}]);
+    let client = client();
+    let proxy_url = format!("{}{}", recorder.base_url(), exchange.request.path);
+    let direct_url = format!("{}{}", baseline.url, exchange.request.path);
+    let started = Instant::now();
+    for _ in 0..steps {
+        one(&client, &proxy_url, &body).await;
+    }
+    let served = started.elapsed();
+    recorder.finish().await.expect("finish the recording");
+    let recorded = started.elapsed();
+    let started = Instant::now();
+    for _ in 0..steps {
+        one(&client, &direct_url, &body).await;
+    }
+    let direct = started.elapsed();
+    let cassette = Cassette::load(&out).expect("the recorded cassette loads");
+    assert_eq!(
+        cassette.exchanges.iter().map(Vec::len).collect::<Vec<_>>(),
+        [steps],
+        "one conversation of every exchange"
+    );
+    let file = std::fs::metadata(out.join(&cassette.index.conversations[0].file))
+        .map_or(0, |meta| meta.len());
+    println!(
+        "long recording: one conversation of {steps} exchanges ({:.1} MiB file)",
+        file as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "  recorded   {:>8.1} ms to the last response, {:>8.1} ms to every file written",
+        served.as_secs_f64() * 1e3,
+        recorded.as_secs_f64() * 1e3
+    );
+    println!(
+        "  baseline   {:>8.1} ms   (the same requests directly)",
+        direct.as_secs_f64() * 1e3
+    );
+    println!(
+        "  ratio      {:.2}x to the last response, {:.2}x to every file written",
+        served.as_secs_f64() / direct.as_secs_f64(),
+        recorded.as_secs_f64() / direct.as_secs_f64()
+    );
 }
 
 fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {

@@ -195,6 +195,66 @@ async fn responses_stream_through_as_they_arrive() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_ended_exchanges_is_all_on_disk_before_finish() {
+    let (upstream, _mock_task) = start_mock(Arc::new(Mock::default())).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("c");
+    let recorder = RunningRecorder::start(
+        RecordOptions {
+            upstream,
+            out: out.clone(),
+            force: false,
+            declared: BTreeMap::new(),
+        },
+        "127.0.0.1:0",
+    )
+    .await
+    .unwrap();
+    const BURST: usize = 40;
+    let call = anthropic(Vec::new(), "sys", "hello", 0, true);
+    let url = format!("{}{}", recorder.base_url(), call.path);
+    let requests = (0..BURST).map(|_| {
+        let (url, body) = (url.clone(), call.body.clone());
+        tokio::spawn(async move {
+            let response = client()
+                .post(url)
+                .header("x-api-key", KEY)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            response.bytes().await.unwrap()
+        })
+    });
+    for request in requests.collect::<Vec<_>>() {
+        assert!(String::from_utf8_lossy(&request.await.unwrap()).contains("message_stop"));
+    }
+    // Ends that came while a write was under way share a later write; the
+    // last of them must still reach the disk, with no `finish` to force it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let on_disk = loop {
+        let count = Cassette::load(&out)
+            .ok()
+            .map(|cassette| cassette.exchanges.iter().map(Vec::len).sum::<usize>());
+        if count == Some(BURST) || std::time::Instant::now() > deadline {
+            break count;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        on_disk,
+        Some(BURST),
+        "every ended exchange written without finish"
+    );
+    recorder.finish().await.unwrap();
+    let cassette = Cassette::load(&out).unwrap();
+    assert_eq!(cassette.exchanges.len(), 1, "one conversation");
+    let mut seqs: Vec<u64> = cassette.exchanges[0].iter().map(|e| e.seq).collect();
+    seqs.sort();
+    assert_eq!(seqs, (1..=BURST as u64).collect::<Vec<_>>());
+}
+
 #[tokio::test]
 async fn chat_completions_responses_and_json_answers_replay_byte_for_byte() {
     let mock = Arc::new(Mock::default());

@@ -10,7 +10,7 @@
 //! agent a 502 in its API's error shape, recorded as a failure; a stream cut
 //! short is recorded as far as it went, with the failure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -98,6 +98,10 @@ struct RecordState {
     in_flight: usize,
     last_activity: Option<Instant>,
     write_error: Option<String>,
+    /// Conversations with an exchange ended since their file was last
+    /// written: one write takes them all, so a burst of ends costs one
+    /// rewrite per conversation, not one per end.
+    unwritten: BTreeSet<usize>,
 }
 
 /// A running recording: shared by every request the proxy serves.
@@ -117,6 +121,15 @@ pub struct Recorder {
     /// Writes started by ended exchanges and not done yet.
     pending_writes: AtomicUsize,
     stopping: watch::Sender<bool>,
+}
+
+/// Which conversations' files a write rewrites (the index always).
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    /// Those with an exchange ended since their last write.
+    Unwritten,
+    /// Every one (the last write, at `finish`).
+    All,
 }
 
 /// Where one request's exchange goes.
@@ -289,6 +302,7 @@ impl Recorder {
             match line {
                 Ok(line) => {
                     state.conversations[at.conversation].slots[at.slot] = Slot::Done(line);
+                    state.unwritten.insert(at.conversation);
                 }
                 Err(err) => {
                     let err = format!("exchange {}: {err}", exchange.seq);
@@ -300,24 +314,26 @@ impl Recorder {
         let recorder = self.clone();
         self.pending_writes.fetch_add(1, Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
-            let _ = recorder.write(Some(at.conversation));
+            let _ = recorder.write(Which::Unwritten);
             recorder.pending_writes.fetch_sub(1, Ordering::SeqCst);
         });
     }
 
-    /// Writes a conversation's file (every one with `None`) and the index,
-    /// as the state is once the write lock is held; a failure is kept for
-    /// `finish`.
-    fn write(&self, conversation: Option<usize>) -> Result<(), String> {
+    /// Writes the conversations' files `which` says and the index, as the
+    /// state is once the write lock is held (nothing when no exchange ended
+    /// since the last write); a failure is kept for `finish`.
+    fn write(&self, which: Which) -> Result<(), String> {
         let _writing = match self.writing.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
         let files = {
-            let state = self.lock();
-            let which: Vec<usize> = match conversation {
-                Some(one) => vec![one],
-                None => (0..state.conversations.len()).collect(),
+            let mut state = self.lock();
+            let unwritten = std::mem::take(&mut state.unwritten);
+            let which: Vec<usize> = match which {
+                Which::Unwritten if unwritten.is_empty() => return Ok(()),
+                Which::Unwritten => unwritten.into_iter().collect(),
+                Which::All => (0..state.conversations.len()).collect(),
             };
             let mut files = Vec::with_capacity(which.len() + 1);
             for c in which {
@@ -407,7 +423,7 @@ impl Recorder {
         while self.pending_writes.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let result = self.write(None);
+        let result = self.write(Which::All);
         let write_error = self.lock().write_error.clone();
         match write_error.map_or(result, Err) {
             Ok(()) => Ok(()),
