@@ -148,17 +148,7 @@ async fn responses_stream_through_as_they_arrive() {
     });
     let (upstream, _mock_task) = start_mock(mock).await;
     let tmp = tempfile::tempdir().unwrap();
-    let recorder = RunningRecorder::start(
-        RecordOptions {
-            upstream,
-            out: tmp.path().join("c"),
-            force: false,
-            declared: BTreeMap::new(),
-        },
-        "127.0.0.1:0",
-    )
-    .await
-    .unwrap();
+    let recorder = start_recorder(&upstream, &tmp.path().join("c"), BTreeMap::new()).await;
     let call = anthropic(Vec::new(), "sys", "hello", 0, true);
     let mut response = client()
         .post(format!("{}{}", recorder.base_url(), call.path))
@@ -200,17 +190,7 @@ async fn a_burst_of_ended_exchanges_is_all_on_disk_before_finish() {
     let (upstream, _mock_task) = start_mock(Arc::new(Mock::default())).await;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("c");
-    let recorder = RunningRecorder::start(
-        RecordOptions {
-            upstream,
-            out: out.clone(),
-            force: false,
-            declared: BTreeMap::new(),
-        },
-        "127.0.0.1:0",
-    )
-    .await
-    .unwrap();
+    let recorder = start_recorder(&upstream, &out, BTreeMap::new()).await;
     const BURST: usize = 40;
     let call = anthropic(Vec::new(), "sys", "hello", 0, true);
     let url = format!("{}{}", recorder.base_url(), call.path);
@@ -535,17 +515,7 @@ async fn a_request_body_that_is_not_json_binds_by_its_headers() {
     let (upstream, task) = start_mock(mock).await;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("c");
-    let recorder = RunningRecorder::start(
-        RecordOptions {
-            upstream,
-            out: out.clone(),
-            force: false,
-            declared: BTreeMap::new(),
-        },
-        "127.0.0.1:0",
-    )
-    .await
-    .unwrap();
+    let recorder = start_recorder(&upstream, &out, BTreeMap::new()).await;
     let client = client();
     let raw = |base: String, session: &'static str| {
         client

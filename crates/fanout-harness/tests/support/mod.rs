@@ -300,6 +300,26 @@ pub fn declared(workspace: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("workspace".to_string(), workspace.to_string())])
 }
 
+/// A recording proxy on a free loopback port, forwarding to `upstream` and
+/// writing a new cassette in `out`.
+pub async fn start_recorder(
+    upstream: &str,
+    out: &Path,
+    declared: BTreeMap<String, String>,
+) -> RunningRecorder {
+    RunningRecorder::start(
+        RecordOptions {
+            upstream: upstream.to_string(),
+            out: out.to_path_buf(),
+            force: false,
+            declared,
+        },
+        "127.0.0.1:0",
+    )
+    .await
+    .unwrap()
+}
+
 pub async fn record(
     calls: &[Call],
     out: &Path,
@@ -318,17 +338,7 @@ pub async fn record_paced(
     workspace: &str,
     pause: Duration,
 ) -> Vec<(u16, String)> {
-    let recorder = RunningRecorder::start(
-        RecordOptions {
-            upstream: upstream.to_string(),
-            out: out.to_path_buf(),
-            force: false,
-            declared: declared(workspace),
-        },
-        "127.0.0.1:0",
-    )
-    .await
-    .unwrap();
+    let recorder = start_recorder(upstream, out, declared(workspace)).await;
     let client = client();
     let mut answers = Vec::new();
     for call in calls {
