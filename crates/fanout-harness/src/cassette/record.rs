@@ -327,7 +327,7 @@ impl Recorder {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let files = {
+        let (conversations, index) = {
             let mut state = self.lock();
             let unwritten = std::mem::take(&mut state.unwritten);
             let which: Vec<usize> = match which {
@@ -335,25 +335,24 @@ impl Recorder {
                 Which::Unwritten => unwritten.into_iter().collect(),
                 Which::All => (0..state.conversations.len()).collect(),
             };
-            let mut files = Vec::with_capacity(which.len() + 1);
-            for c in which {
-                files.push(Ok((
-                    conversation_file_name(c + 1),
-                    Self::conversation_text(&state, c),
-                )));
-            }
-            files.push(
-                self.index_text(&state)
-                    .map(|text| (INDEX_FILE.to_string(), text)),
-            );
-            files
+            let conversations: Vec<(String, String)> = which
+                .into_iter()
+                .map(|c| {
+                    let text = Self::conversation_text(&state, c);
+                    (conversation_file_name(c + 1), text)
+                })
+                .collect();
+            (conversations, self.index_text(&state))
         };
-        let result = files.into_iter().try_for_each(|file| {
-            let (name, text) = file?;
+        let replace = |name: &str, text: &str| {
             let path = self.out.join(name);
             private_file::replace(&path, text.as_bytes())
                 .map_err(|err| format!("{}: {err}", path.display()))
-        });
+        };
+        let result = conversations
+            .iter()
+            .try_for_each(|(name, text)| replace(name, text))
+            .and_then(|()| replace(INDEX_FILE, &index?));
         if let Err(err) = &result {
             tracing::warn!(%err, "cannot write the cassette");
             self.lock().write_error.get_or_insert(err.clone());
