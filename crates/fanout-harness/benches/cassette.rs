@@ -68,9 +68,9 @@ fn main() {
     runtime.block_on(async {
         let baseline = Baseline::start(&exchange).await;
         replay_latency(&exchange, &baseline, requests).await;
-        // Before record_latency, which stops the baseline's server.
-        record_one_long_conversation(&exchange, &baseline, steps).await;
         record_latency(&exchange, &baseline, requests).await;
+        record_one_long_conversation(&exchange, &baseline, steps).await;
+        baseline.task.abort();
     });
     end_to_end(runs);
 }
@@ -241,28 +241,38 @@ async fn replay_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
     running.shutdown().await.expect("stop the cassette server");
 }
 
-/// Through the recording proxy (to the trivial handler) vs the trivial
-/// handler directly. Each request is its own conversation (a distinct first
-/// user message), as a run's are.
-async fn record_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let recorder = RunningRecorder::start(
+/// A recording proxy on a free port in front of the baseline, writing `out`.
+async fn recorder_to(baseline: &Baseline, out: &Path) -> RunningRecorder {
+    RunningRecorder::start(
         RecordOptions {
             upstream: baseline.url.clone(),
-            out: tmp.path().join("cassette"),
+            out: out.to_path_buf(),
             force: false,
             declared: Default::default(),
         },
         "127.0.0.1:0",
     )
     .await
-    .expect("start the recorder");
-    let body = exchange
+    .expect("start the recorder")
+}
+
+/// The recorded request's JSON body.
+fn json_body(exchange: &Exchange) -> serde_json::Value {
+    exchange
         .request
         .body
         .json()
         .expect("a JSON request")
-        .clone();
+        .clone()
+}
+
+/// Through the recording proxy (to the trivial handler) vs the trivial
+/// handler directly. Each request is its own conversation (a distinct first
+/// user message), as a run's are.
+async fn record_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let recorder = recorder_to(baseline, &tmp.path().join("cassette")).await;
+    let body = json_body(exchange);
     let nth = |at: usize| {
         let mut body = body.clone();
         body["messages"] =
@@ -285,7 +295,6 @@ async fn record_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
         exchange.response.body.bytes().map_or(0, |b| b.len())
     );
     recorder.finish().await.expect("finish the recording");
-    baseline.task.abort();
 }
 
 /// `steps` requests of one conversation (one content root, as an agent's
@@ -294,23 +303,8 @@ async fn record_latency(exchange: &Exchange, baseline: &Baseline, n: usize) {
 async fn record_one_long_conversation(exchange: &Exchange, baseline: &Baseline, steps: usize) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let out = tmp.path().join("cassette");
-    let recorder = RunningRecorder::start(
-        RecordOptions {
-            upstream: baseline.url.clone(),
-            out: out.clone(),
-            force: false,
-            declared: Default::default(),
-        },
-        "127.0.0.1:0",
-    )
-    .await
-    .expect("start the recorder");
-    let mut body = exchange
-        .request
-        .body
-        .json()
-        .expect("a JSON request")
-        .clone();
+    let recorder = recorder_to(baseline, &out).await;
+    let mut body = json_body(exchange);
     body["messages"] = serde_json::json!([{"role": "user", "content": "bench conversation"}]);
     let client = client();
     let proxy_url = format!("{}{}", recorder.base_url(), exchange.request.path);

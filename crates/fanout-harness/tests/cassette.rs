@@ -193,22 +193,14 @@ async fn a_burst_of_ended_exchanges_is_all_on_disk_before_finish() {
     let recorder = start_recorder(&upstream, &out, BTreeMap::new()).await;
     const BURST: usize = 40;
     let call = anthropic(Vec::new(), "sys", "hello", 0, true);
-    let url = format!("{}{}", recorder.base_url(), call.path);
     let requests = (0..BURST).map(|_| {
-        let (url, body) = (url.clone(), call.body.clone());
-        tokio::spawn(async move {
-            let response = client()
-                .post(url)
-                .header("x-api-key", KEY)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            response.bytes().await.unwrap()
-        })
+        let (base, call) = (recorder.base_url(), call.clone());
+        tokio::spawn(async move { send(&client(), &base, &call).await })
     });
     for request in requests.collect::<Vec<_>>() {
-        assert!(String::from_utf8_lossy(&request.await.unwrap()).contains("message_stop"));
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 200);
+        assert!(body.contains("message_stop"));
     }
     // Ends that came while a write was under way share a later write; the
     // last of them must still reach the disk, with no `finish` to force it.
