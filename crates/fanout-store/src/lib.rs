@@ -15,8 +15,10 @@
 //! (every read goes through its `Reader`); `open`, `write`, `migrate`, `read`, `health`,
 //! `report` and `usage` each own one concern on top of it; `read_sessions` reads what
 //! looking at runs needs (DESIGN 8), `cost` prices the ledger from the table shipped in
-//! the binary (DESIGN 4.1a, computed when read, never stored), and `view` builds a
-//! session's invocation tree and the usage report with each response counted once; [`SqlStore`] is the handle
+//! the binary (DESIGN 4.1a, computed when read, never stored), `view` builds a
+//! session's invocation tree and the usage report with each response counted once, and
+//! `exports` reads what an OTLP export sends and remembers what a receiver took
+//! (DESIGN 12; the spans themselves are `fanout-otel`'s); [`SqlStore`] is the handle
 //! that ties them together. [`Store`] is the write seam (the upserts capture drives),
 //! the one interface a wrapper implements; reads, deletes, migrations, health, counts
 //! and the report are inherent methods of [`SqlStore`].
@@ -27,6 +29,7 @@ mod change_probe;
 mod cost;
 mod error;
 mod exec;
+mod exports;
 mod health;
 mod migrate;
 mod model;
@@ -46,6 +49,7 @@ pub mod testing;
 pub use api::{Store, WriteOp};
 pub use cost::{Cost, ModelPrice, PRICES_ENV, PriceError, PriceTable, Usage, UsageCell};
 pub use error::{StoreError, redact_url};
+pub use exports::{ExportKey, ExportMark, ExportScope, ExportSession};
 /// The canonical timestamp every record carries (its one home is `fanout-types`).
 pub use fanout_types::{Timestamp, TimestampError};
 pub use model::*;

@@ -1,5 +1,6 @@
-//! The named migration steps (AC-18, AC-20) and the activation keys they write: today
-//! one step, the backfill of AC-21…AC-24.
+//! The named migration steps (AC-18, AC-20) and the activation keys they write: the
+//! backfill of AC-21…AC-24, then the `otlp_exports` table of the continuous OTLP export
+//! (DESIGN 12).
 
 use crate::error::StoreError;
 use crate::exec::{Pools, Reader, retry_lost_insert_race, with_writer};
@@ -10,24 +11,62 @@ use fanout_types::Timestamp;
 /// The migration steps, by name. A failed step logs WARN with its name and start-up
 /// goes on (AC-20); the step retries at the next open because it wrote nothing.
 const BACKFILL_STEP: &str = "task_session_subagents.backfill";
+const OTLP_EXPORTS_STEP: &str = "otlp_exports.create";
 
 /// Runs every step; a failure is a WARN and a [`StepStatus::Failed`], never an error.
 pub(crate) async fn run_migrations(pools: &Pools) -> Vec<StepOutcome> {
     // Two stores activating one database at once race on the backfilled rows' ids;
     // the loser's second run finds the winner's activation keys.
-    let status = match retry_lost_insert_race(|| backfill(pools)).await {
-        Ok(status) => status,
-        Err(err) => {
-            tracing::warn!(migration = BACKFILL_STEP, error = %err, "migration failed");
-            StepStatus::Failed {
-                error: err.to_string(),
-            }
+    let status = outcome(
+        BACKFILL_STEP,
+        retry_lost_insert_race(|| backfill(pools)).await,
+    );
+    vec![
+        StepOutcome {
+            name: BACKFILL_STEP,
+            status,
+        },
+        StepOutcome {
+            name: OTLP_EXPORTS_STEP,
+            status: outcome(OTLP_EXPORTS_STEP, create_otlp_exports(pools).await),
+        },
+    ]
+}
+
+fn outcome(step: &'static str, result: Result<StepStatus, sqlx::Error>) -> StepStatus {
+    result.unwrap_or_else(|err| {
+        tracing::warn!(migration = step, error = %err, "migration failed");
+        StepStatus::Failed {
+            error: err.to_string(),
         }
-    };
-    vec![StepOutcome {
-        name: BACKFILL_STEP,
-        status,
-    }]
+    })
+}
+
+/// What the continuous OTLP export sent, per receiver (DESIGN 12): idempotent DDL, so a
+/// database from before the table (any schema version 2) gets it at its next writing
+/// open, and a second run only finds it there.
+async fn create_otlp_exports(pools: &Pools) -> Result<StepStatus, sqlx::Error> {
+    if table_exists(pools, "otlp_exports").await? {
+        return Ok(StepStatus::AlreadyApplied);
+    }
+    for statement in sql::otlp_exports_schema(pools.engine()) {
+        if let Err(err) = pools.execute(&statement, &[]).await {
+            // Two PostgreSQL stores creating it at once: one of them loses on the
+            // catalog's unique index, and finds the winner's table.
+            return match table_exists(pools, "otlp_exports").await {
+                Ok(true) => Ok(StepStatus::AlreadyApplied),
+                _ => Err(err),
+            };
+        }
+    }
+    Ok(StepStatus::Applied { rows: 0 })
+}
+
+async fn table_exists(pools: &Pools, table: &str) -> Result<bool, sqlx::Error> {
+    let found: Vec<(i64,)> = with_writer!(pools, pool => {
+        sqlx::query_as(sql::table_exists(pools.engine())).bind(table).fetch_all(pool).await
+    })?;
+    Ok(found.first().is_some_and(|(n,)| *n > 0))
 }
 
 /// AC-21…AC-24: the backfill and both activation keys in one transaction.

@@ -227,8 +227,8 @@ pub(crate) async fn check_schema_version(
         target: target.to_owned(),
         cause,
     };
-    let exists_sql = sql::fanout_meta_exists(pools.engine());
-    let exists: i64 = with_writer!(pools, pool => sqlx::query_scalar(exists_sql).fetch_one(pool).await.map_err(schema_err))?;
+    let exists_sql = sql::table_exists(pools.engine());
+    let exists: i64 = with_writer!(pools, pool => sqlx::query_scalar(exists_sql).bind("fanout_meta").fetch_one(pool).await.map_err(schema_err))?;
     if exists == 0 {
         return Ok(None);
     }

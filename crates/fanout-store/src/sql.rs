@@ -197,17 +197,34 @@ pub(crate) fn terminal_status_list() -> String {
         .join(", ")
 }
 
-/// `COUNT(*)` of tables named `fanout_meta` in the current schema: 1 once fanout has
-/// created its schema here, else 0.
-pub(crate) fn fanout_meta_exists(e: Engine) -> &'static str {
+/// `COUNT(*)` of tables named `$1` in the current schema: 1 once it exists, else 0
+/// (`fanout_meta`: once fanout has created its schema here).
+pub(crate) fn table_exists(e: Engine) -> &'static str {
     match e {
-        Engine::Sqlite => {
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'fanout_meta'"
-        }
+        Engine::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
         Engine::Postgres => {
-            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'fanout_meta'"
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
         }
     }
+}
+
+/// The table of the migration step `otlp_exports.create` (DESIGN 12): one row per span
+/// a receiver took, written once. `span_key` is [`crate::ExportKey`]'s text.
+pub(crate) fn otlp_exports_schema(e: Engine) -> Vec<String> {
+    let ts = e.ts_type();
+    let int = e.int_type();
+    vec![format!(
+        "CREATE TABLE IF NOT EXISTS otlp_exports (
+            receiver TEXT NOT NULL,
+            task_session_id TEXT NOT NULL,
+            span_key TEXT NOT NULL,
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            unsettled {int} NOT NULL DEFAULT 0,
+            exported_at {ts} NOT NULL,
+            PRIMARY KEY (receiver, task_session_id, span_key)
+        )"
+    )]
 }
 
 /// Idempotent DDL (AC-17): every statement can run on every open.

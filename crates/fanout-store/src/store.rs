@@ -10,6 +10,7 @@ use crate::change_probe::ChangeProbe;
 use crate::cost::UsageCell;
 use crate::error::{StoreError, redact_url};
 use crate::exec::Pools;
+use crate::exports::{self, ExportMark, ExportScope, ExportSession};
 use crate::model::*;
 use crate::open::{self, OpenOptions};
 use crate::read_sessions::{self, SessionFilter, SessionRow, TurnRow};
@@ -226,6 +227,29 @@ impl SqlStore {
     /// only once something committed since the last call (`crate::change_probe`).
     pub async fn change_marker(&self) -> Result<String, StoreError> {
         self.change_probe.marker(&self.pools).await
+    }
+
+    /// The sessions an OTLP export of `scope` reads (DESIGN 12): those with a turn in
+    /// it, or invocations of no known turn; with [`ExportScope::pending_for`], only those
+    /// with a span that receiver has not taken. Sorted by id.
+    pub async fn export_session_ids(&self, scope: &ExportScope) -> Result<Vec<String>, StoreError> {
+        exports::export_session_ids(self.pools.reader(), scope).await
+    }
+
+    /// One session's part of an export of `scope`: its turns, rows and ledger cells, and
+    /// what the scope's receiver already took; `None` when it is gone.
+    pub async fn export_session(
+        &self,
+        session_id: &str,
+        scope: &ExportScope,
+    ) -> Result<Option<ExportSession>, StoreError> {
+        exports::export_session(self.pools.reader(), session_id, scope).await
+    }
+
+    /// Remembers spans a receiver took (`otlp_exports`), each once: a mark already there
+    /// is kept. Returns how many were new.
+    pub async fn record_exports(&self, marks: &[ExportMark]) -> Result<u64, StoreError> {
+        exports::record_exports(&self.pools, marks).await
     }
 
     /// Everything `fanout import` knows of the files it read (`import_files`), by path.

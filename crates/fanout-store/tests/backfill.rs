@@ -73,7 +73,6 @@ async fn unactivated(db: &TestDb) -> SqlStore {
 
 async fn rerun(store: &SqlStore) -> StepStatus {
     let steps = store.run_migrations().await;
-    assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].name, "task_session_subagents.backfill");
     steps[0].status.clone()
 }
