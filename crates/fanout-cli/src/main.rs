@@ -2,6 +2,7 @@
 //! capability lives in a library crate, and nothing here knows SQL or the ACP wire.
 
 mod demo;
+mod export;
 mod gen_history;
 mod health;
 mod import;
@@ -56,6 +57,8 @@ enum Command {
     Sessions(sessions::SessionsArgs),
     /// One session as a tree of turns and subagent invocations, with usage, cost and a timeline.
     Show(show::ShowArgs),
+    /// Send every turn's invocation tree to an OpenTelemetry receiver (`export otlp`).
+    Export(export::ExportArgs),
     /// Import recorded history: fanout transcripts and Claude Code session folders (idempotent).
     Import(import::ImportArgs),
     /// Write a synthetic Claude Code history (the import bench's input).
@@ -121,6 +124,7 @@ async fn run(command: Command) -> Result<std::process::ExitCode> {
         }
         Command::Sessions(args) => sessions::run(args).await,
         Command::Show(args) => show::run(args).await,
+        Command::Export(args) => export::run(args).await,
     }
 }
 

@@ -46,6 +46,15 @@ pub struct ProxyArgs {
     /// import on the same store writes it.
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub drain_timeout_secs: u64,
+    /// Also send each span of what is captured to this OTLP/HTTP traces URL once it is
+    /// ready (DESIGN 12; what the receiver took is remembered in the store, so a
+    /// restart sends nothing twice). A receiver that is down or slow never slows
+    /// forwarding or capture.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// A request header for --otlp-endpoint, e.g. `authorization=Bearer …` (repeatable).
+    #[arg(long = "otlp-header", value_name = "K=V", value_parser = crate::export::parse_header, requires = "otlp_endpoint")]
+    pub otlp_headers: Vec<(String, String)>,
     /// The agent command and its arguments, after `--`.
     #[arg(required = true, trailing_var_arg = true, value_name = "AGENT COMMAND")]
     pub agent: Vec<String>,
@@ -103,8 +112,24 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
             ..ProxyTuning::default()
         },
     };
+    let exporter = match &args.otlp_endpoint {
+        Some(endpoint) => Some(otlp_exporter(endpoint, &args.otlp_headers, &database_url)?),
+        None => None,
+    };
     let client = ClientStreams::stdio()?;
-    match fanout_proxy::run(config, client).await {
+    let result = fanout_proxy::run(config, client).await;
+    if let Some(exporter) = exporter {
+        let counters = exporter
+            .stop(Duration::from_secs(args.drain_timeout_secs))
+            .await;
+        if counters.waiting > 0 || counters.dropped > 0 {
+            eprintln!(
+                "fanout proxy: OTLP export: {} span(s) sent, {} waiting (the next run with --otlp-endpoint sends them), {} refused by the receiver",
+                counters.sent, counters.waiting, counters.dropped
+            );
+        }
+    }
+    match result {
         Ok(outcome) => {
             say_what_was_lost(&outcome, &database_url);
             Ok(outcome.exit.exit_code())
@@ -114,6 +139,21 @@ async fn proxy(args: ProxyArgs) -> Result<u8> {
             Ok(error.exit_code())
         }
     }
+}
+
+/// The continuous export, on its own store connection (capture never waits for it).
+fn otlp_exporter(
+    endpoint: &str,
+    headers: &[(String, String)],
+    database_url: &str,
+) -> Result<fanout_otel::ContinuousExporter> {
+    let receiver = fanout_otel::ReceiverConfig {
+        headers: headers.to_vec(),
+        ..fanout_otel::ReceiverConfig::new(endpoint)
+    };
+    let prices = fanout_store::PriceTable::load(None).context("loading the price table")?;
+    let config = fanout_otel::ContinuousConfig::new(database_url.to_owned(), receiver, prices);
+    Ok(fanout_otel::ContinuousExporter::spawn(config)?)
 }
 
 /// Tells the user, on stderr, about anything that did not reach the store and where

@@ -202,10 +202,10 @@ impl Worker {
                 }
                 Err(_) => true,
             };
-            if changed || self.deferred > 0 || stopping {
-                if let Err(err) = self.refill(&store).await {
-                    tracing::warn!(error = %err, "OTLP export: reading the store failed");
-                }
+            if (changed || self.deferred > 0 || stopping)
+                && let Err(err) = self.refill(&store).await
+            {
+                tracing::warn!(error = %err, "OTLP export: reading the store failed");
             }
             let delivered = self.deliver(&store).await;
             self.write_marks(&store).await;
@@ -359,7 +359,7 @@ impl Worker {
         match store.record_exports(&self.unwritten_marks).await {
             Ok(_) => self.unwritten_marks.clear(),
             Err(err) => {
-                tracing::warn!(error = %err, "OTLP export: remembering the sent spans failed")
+                tracing::warn!(error = %err, "OTLP export: remembering the sent spans failed");
             }
         }
     }
