@@ -457,3 +457,57 @@ async fn a_receiver_stopped_mid_export_gets_every_span_once() {
     assert_eq!(spans.len(), total, "every span once");
     check_tree(&spans, &want);
 }
+
+/// The continuous export (what `fanout proxy --otlp-endpoint` runs): with the receiver
+/// down spans wait, counted; once it is up each ready span arrives; the store remembers,
+/// so a second exporter on the same store sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_continuous_export_waits_for_the_receiver_and_sends_nothing_twice() {
+    use fanout_otel::{ContinuousConfig, ContinuousExporter, ReceiverConfig};
+    let Some(bin) = phoenix_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = fixture_store(dir.path());
+    let mut phoenix = Phoenix::start(bin);
+    phoenix.stop();
+    let endpoint = phoenix.endpoint();
+    let config = || {
+        let mut config = ContinuousConfig::new(
+            db.clone(),
+            ReceiverConfig::new(endpoint.clone()),
+            fanout_store::PriceTable::shipped().unwrap(),
+        );
+        config.poll = Duration::from_millis(200);
+        config.max_waiting = 50; // fewer than the fixtures' spans: the rest wait in the store
+        config.batch_size = 20;
+        config
+    };
+    let exporter = ContinuousExporter::spawn(config()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while exporter.counters().failed_attempts == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let down = exporter.counters();
+    assert!(
+        down.waiting > 50 && down.sent == 0 && down.failed_attempts > 0,
+        "{down:?}"
+    );
+    phoenix.run();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while exporter.counters().waiting > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let done = exporter.stop(Duration::from_secs(10)).await;
+    assert_eq!(done.waiting, 0, "{done:?}");
+    assert_eq!((done.sent, done.dropped), (down.waiting, 0), "{done:?}");
+    let spans = phoenix.spans_settled(done.sent as usize);
+    assert_eq!(spans.len() as u64, done.sent, "each ready span once");
+    let again = ContinuousExporter::spawn(config()).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let second = again.stop(Duration::from_secs(10)).await;
+    assert_eq!(
+        (second.sent, second.waiting),
+        (0, 0),
+        "remembered: {second:?}"
+    );
+    assert_eq!(phoenix.spans().len() as u64, done.sent);
+}
