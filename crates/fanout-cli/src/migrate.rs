@@ -46,7 +46,10 @@ pub async fn run(args: MigrateArgs) -> Result<ExitCode> {
             println!("schema version  {}", report.schema_version);
             for step in &report.steps {
                 let what = match &step.status {
-                    StepStatus::Applied { rows } => format!("applied, {rows} row(s) backfilled"),
+                    StepStatus::Applied { rows } if step.name.ends_with(".backfill") => {
+                        format!("applied, {rows} row(s) backfilled")
+                    }
+                    StepStatus::Applied { .. } => "applied".to_owned(),
                     StepStatus::AlreadyApplied => "already applied".to_owned(),
                     StepStatus::Failed { error } => {
                         format!("FAILED (will retry next start): {error}")
