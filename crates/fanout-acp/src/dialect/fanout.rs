@@ -42,15 +42,15 @@ impl DialectRules for Fanout {
             ..SubagentResult::default()
         });
     }
+
+    /// `_meta.fanout.subagent.childSessionId` of any frame: the child it links.
+    fn child_session(&self, view: &FrameView<'_>) -> Option<String> {
+        meta(view)?.child_session_id
+    }
 }
 
 fn meta(view: &FrameView<'_>) -> Option<FanoutSubagentMeta> {
     FanoutSubagentMeta::from_meta(view.meta?)
-}
-
-/// `_meta.fanout.subagent.childSessionId` of any frame: the child it links.
-pub(crate) fn fanout_child(view: &FrameView<'_>) -> Option<String> {
-    meta(view)?.child_session_id
 }
 
 #[cfg(test)]

@@ -11,27 +11,34 @@
 //!
 //! ACP's own subagent sessions (`subagent_update`) are protocol, not an agent's dialect:
 //! they apply on every connection, with the field mapping of the named agent
-//! ([`NativeFields`]). Their state (work cycles) lives in the tracker, as does the
-//! correlation state of Codex (lifecycle frames on other wire ids) and Cursor (the
-//! `cursor/task` side request); their modules here hold only what one frame says.
+//! ([`NativeFields`]).
+//!
+//! What a dialect correlates across frames is its state on the connection
+//! ([`DialectState`], made by [`DialectRules::state`]), in the dialect's own module:
+//! Codex's cards (lifecycle frames on other wire ids, `codex/cards.rs`), Cursor's parked
+//! `cursor/task` side requests (`cursor.rs`), the work cycles and messages of ACP's
+//! subagent sessions (`native/sessions.rs`). The tracker calls the hooks and names no
+//! agent.
 
 mod auggie;
 mod claude;
-pub(crate) mod codex;
+mod codex;
 mod copilot;
 mod cursor;
 mod fanout;
 mod gemini;
-pub(crate) mod native;
+mod native;
 mod opencode;
 mod qwen;
+pub(crate) mod state;
 
 use serde_json::Value;
 
 use crate::frame::FrameView;
 use crate::subagent::SubagentTask;
 
-pub(crate) use fanout::fanout_child;
+pub(crate) use native::{NativeField, NativeFields};
+pub(crate) use state::DialectState;
 
 /// Which rule recognised a tool call (or a child session) as a subagent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,19 +95,6 @@ impl Dialect {
             })
             .map(|rules| rules.dialect())
     }
-}
-
-/// How a `subagent_update`'s `title` and `description` map onto the row (DESIGN 3.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NativeFields {
-    /// The protocol's meaning: `description` -> description, `title` -> description only
-    /// when there is no description.
-    Protocol,
-    /// claude-agent-acp: `title` is the Agent call's description, `description` the
-    /// subagent type, and the child session id is Claude's `agentId`.
-    Claude,
-    /// codex-acp: `description` is the task (-> description); `title` maps to nothing.
-    Codex,
 }
 
 /// A session update (not a tool call) that moves the agent status of an existing row.
@@ -189,7 +183,20 @@ pub(crate) trait DialectRules: Sync {
 
     /// How this agent fills `subagent_update`'s `title` and `description`.
     fn native_fields(&self) -> NativeFields {
-        NativeFields::Protocol
+        NativeFields::PROTOCOL
+    }
+
+    /// A child session a frame links by this dialect's own field (besides ACP's
+    /// `{"type":"session"}` content blocks): a recognised call's row owns that child's
+    /// traffic (fanout's `childSessionId`).
+    fn child_session(&self, _view: &FrameView<'_>) -> Option<String> {
+        None
+    }
+
+    /// The dialect's state on one new connection, for what it correlates across frames
+    /// ([`DialectState`]); `me` is the dialect itself, for the rows it recognises.
+    fn state(&self, _me: Dialect) -> Option<Box<dyn DialectState>> {
+        None
     }
 }
 
@@ -253,8 +260,10 @@ impl Rules {
             .filter(move |rules| self.agent.is_none_or(|agent| rules.dialect() == agent))
     }
 
-    pub(crate) fn is_active(self, dialect: Dialect) -> bool {
-        self.agent.is_none_or(|agent| agent == dialect)
+    /// Whether a dialect's rules and state read this connection: ACP's own subagent
+    /// sessions always, an agent's dialect when the agent named no other.
+    pub(crate) fn reads(self, dialect: Dialect) -> bool {
+        dialect == Dialect::AcpNative || self.agent.is_none_or(|agent| agent == dialect)
     }
 
     /// The dialect of the first launch signal that matches, on a `tool_call` (`is_call`)
@@ -299,7 +308,13 @@ impl Rules {
     pub(crate) fn native_fields(self) -> NativeFields {
         self.agent
             .and_then(rules_of)
-            .map_or(NativeFields::Protocol, DialectRules::native_fields)
+            .map_or(NativeFields::PROTOCOL, DialectRules::native_fields)
+    }
+
+    /// The child session a frame links by a dialect's own field, by the first active rule
+    /// that reads one.
+    pub(crate) fn child_session(self, view: &FrameView<'_>) -> Option<String> {
+        self.active().find_map(|rules| rules.child_session(view))
     }
 }
 
@@ -412,18 +427,20 @@ mod tests {
 
     #[test]
     fn native_fields_follow_the_named_agent() {
-        assert_eq!(Rules::default().native_fields(), NativeFields::Protocol);
+        assert_eq!(Rules::default().native_fields(), NativeFields::PROTOCOL);
         assert_eq!(
             Rules::for_agent(Some("@zed-industries/claude-agent-acp")).native_fields(),
-            NativeFields::Claude
+            claude::Claude.native_fields()
         );
         assert_eq!(
             Rules::for_agent(Some("@agentclientprotocol/codex-acp")).native_fields(),
-            NativeFields::Codex
+            codex::Codex.native_fields()
         );
+        assert_ne!(claude::Claude.native_fields(), NativeFields::PROTOCOL);
+        assert_ne!(codex::Codex.native_fields(), NativeFields::PROTOCOL);
         assert_eq!(
             Rules::for_agent(Some("qwen-code")).native_fields(),
-            NativeFields::Protocol
+            NativeFields::PROTOCOL
         );
     }
 }
