@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Dialect, DialectRules, NativeField, NativeFields, RowRef, RowSignal};
+use super::{DialectRules, NativeField, NativeFields, RowRef, RowSignal};
 use crate::frame::{FrameView, content_text};
 use crate::json::{is_true, metric, object_at, text};
 use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
@@ -17,8 +17,8 @@ use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
 pub(crate) struct Claude;
 
 impl DialectRules for Claude {
-    fn dialect(&self) -> Dialect {
-        Dialect::Claude
+    fn name(&self) -> &'static str {
+        "claude"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

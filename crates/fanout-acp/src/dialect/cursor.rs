@@ -23,8 +23,8 @@ const MAX_PARKED_CURSOR_TASKS: usize = 1024;
 pub(crate) struct Cursor;
 
 impl DialectRules for Cursor {
-    fn dialect(&self) -> Dialect {
-        Dialect::Cursor
+    fn name(&self) -> &'static str {
+        "cursor"
     }
 
     /// `rawInput._toolName` equals `task` (any case).

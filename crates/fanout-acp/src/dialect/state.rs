@@ -148,13 +148,12 @@ pub(crate) struct States(Vec<(Dialect, Box<dyn DialectState>)>);
 impl States {
     pub(crate) fn new() -> Self {
         let mut states: Vec<(Dialect, Box<dyn DialectState>)> = vec![(
-            Dialect::AcpNative,
+            Dialect::ACP_NATIVE,
             Box::new(super::native::NativeSessions::default()),
         )];
         states.extend(
-            super::PRECEDENCE
-                .iter()
-                .filter_map(|rules| Some((rules.dialect(), rules.state(rules.dialect())?))),
+            super::registered()
+                .filter_map(|(dialect, rules)| Some((dialect, rules.state(dialect)?))),
         );
         Self(states)
     }

@@ -17,8 +17,8 @@ use crate::subagent::{SubagentInputs, SubagentTask};
 pub(crate) struct Codex;
 
 impl DialectRules for Codex {
-    fn dialect(&self) -> Dialect {
-        Dialect::Codex
+    fn name(&self) -> &'static str {
+        "codex"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

@@ -404,7 +404,7 @@ fn new_cycle_row(
     // The message row's title: the update's own, whatever it maps to.
     entry.title.clone_from(&meta.title);
     entry.subagent = Some(Subagent {
-        dialect: Dialect::AcpNative,
+        dialect: Dialect::ACP_NATIVE,
         task,
     });
     row.insert_entry(entry, false, seq);
@@ -453,7 +453,7 @@ fn unkeyed_frame(kind: &str, update: &Value, fields: NativeFields) -> Option<Too
         last_tool_status: None,
         is_new: true,
         subagent: Some(task),
-        dialect: Some(Dialect::AcpNative),
+        dialect: Some(Dialect::ACP_NATIVE),
         origin: FrameOrigin::SubagentUpdate,
     })
 }
