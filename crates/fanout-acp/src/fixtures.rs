@@ -78,6 +78,15 @@ impl Transcript {
         })
     }
 
+    /// The `agentInfo` `{name, version}` of the agent's `initialize` response, if any.
+    pub fn agent_info(&self) -> Option<(String, String)> {
+        self.messages().find_map(|message| {
+            let info = message.get("result")?.get("agentInfo")?;
+            let text = |key: &str| info.get(key)?.as_str().map(str::to_owned);
+            Some((text("name")?, text("version").unwrap_or_default()))
+        })
+    }
+
     /// Every line that is a JSON object.
     fn messages(&self) -> impl Iterator<Item = Value> + '_ {
         self.lines

@@ -16,8 +16,9 @@
 //! documented precedence. ACP's own subagent sessions (DESIGN 3.6: `subagent_update`,
 //! its draft names, `session_message`) apply on every connection, one row per work cycle
 //! of a child session. The tracker (`src/tracker/`) keeps the JSON-RPC correlation, the
-//! row accumulator and the state of the dialects that correlate across frames (Codex,
-//! Cursor, subagent sessions, row signals).
+//! row accumulator and the child sessions, and names no agent; what a dialect correlates
+//! across frames (Codex's lifecycle frames, Cursor's side requests, the subagent
+//! sessions' work cycles) is that dialect's state, in its own module.
 //! Must not know: databases, timestamps, tasks, executions, turns as rows, counters of
 //! the writer. Everything here is a pure function of the lines seen so far.
 //!

@@ -9,7 +9,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-/// Strings that mean something to some dialect, so random values hit real branches.
+/// Strings that mean something to some dialect, so random values hit real branches (with
+/// the agents' names, in [`vocabulary`]).
 pub const WORDS: &[&str] = &[
     "",
     "s1",
@@ -67,13 +68,6 @@ pub const WORDS: &[&str] = &[
     "session_message_chunk",
     "usage_update",
     "initialize",
-    "qwen-code",
-    "gemini-cli",
-    "Copilot",
-    "OpenCode",
-    "fanout-agent",
-    "@agentclientprotocol/claude-agent-acp",
-    "@agentclientprotocol/codex-acp",
     "s1#2",
 ];
 
@@ -164,10 +158,16 @@ pub const KEYS: &[&str] = &[
     "github.com/copilot",
 ];
 
-/// One of [`WORDS`], or now and then any printable string.
+/// [`WORDS`] and every registered dialect's `agentInfo.name` values.
+pub fn vocabulary() -> Vec<&'static str> {
+    let names = crate::Dialect::registered().flat_map(crate::Dialect::agent_names);
+    WORDS.iter().chain(names).copied().collect()
+}
+
+/// One of the [`vocabulary`], or now and then any printable string.
 pub fn word() -> impl Strategy<Value = String> {
     prop_oneof![
-        3 => prop::sample::select(WORDS).prop_map(str::to_owned),
+        3 => prop::sample::select(vocabulary()).prop_map(str::to_owned),
         1 => "\\PC{0,12}",
     ]
 }

@@ -39,7 +39,7 @@ fn codex_child_known_only_on_the_completing_update() {
             "main",
         ),
     ));
-    assert_eq!(launch.dialect, Some(Dialect::Codex));
+    assert_eq!(launch.dialect.map(Dialect::name), Some("codex"));
     assert_eq!(task(&launch).child_session_id, None);
     assert_eq!(task(&launch).description, "Audit");
     assert_eq!(task(&launch).status, None);
@@ -273,7 +273,7 @@ fn codex_v2_spawn_without_meta() {
     let mut wire = Wire::new();
     let frame = one_tool(&wire.update("cx", json!({"sessionUpdate": "tool_call", "toolCallId": "sp", "title": "spawnAgent",
         "rawInput": {"senderThreadId": "main", "receiverThreadIds": ["t7"], "prompt": "Do it", "model": "gpt"}})));
-    assert_eq!(frame.dialect, Some(Dialect::Codex));
+    assert_eq!(frame.dialect.map(Dialect::name), Some("codex"));
     assert_eq!(task(&frame).child_session_id.as_deref(), Some("t7"));
     assert_eq!(task(&frame).model.as_deref(), Some("gpt"));
     assert_eq!(task(&frame).prompt, "Do it");

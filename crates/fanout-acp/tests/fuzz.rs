@@ -95,8 +95,9 @@ fn check(events: &[TrackerEvent]) {
     }
 }
 
-/// The templates hold every dialect's frames: replayed file by file (so each agent's
-/// `initialize` names it), they recognise a row of each.
+/// The templates hold every registered dialect's frames (and ACP's subagent sessions'):
+/// replayed file by file (so each agent's `initialize` names it), they recognise a row of
+/// each.
 #[test]
 fn the_templates_reach_every_dialect() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -123,18 +124,7 @@ fn the_templates_reach_every_dialect() {
             }
         }
     }
-    for dialect in [
-        Dialect::Claude,
-        Dialect::OpenCode,
-        Dialect::Cursor,
-        Dialect::Auggie,
-        Dialect::Codex,
-        Dialect::Qwen,
-        Dialect::Gemini,
-        Dialect::Copilot,
-        Dialect::AcpNative,
-        Dialect::Fanout,
-    ] {
+    for dialect in Dialect::registered().chain([Dialect::ACP_NATIVE]) {
         assert!(seen.contains(&dialect), "{dialect:?}");
     }
 }
@@ -205,8 +195,8 @@ proptest! {
         if let Some(Line::Renamed { template, .. }) = lines.first().map(|(_, line)| line)
             && template % 2 == 0
         {
-            let agents = ["qwen-code", "gemini-cli", "Copilot", "@agentclientprotocol/claude-agent-acp", "@agentclientprotocol/codex-acp", "OpenCode", "fanout-agent"];
-            let name = agents[template % agents.len()];
+            let agents: Vec<&str> = Dialect::registered().flat_map(Dialect::agent_names).copied().collect();
+            let name = agents[(template / 2) % agents.len()];
             tracker.observe(Direction::ClientToAgent, r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{}}"#);
             tracker.observe(Direction::AgentToClient, &format!(r#"{{"jsonrpc":"2.0","id":"init","result":{{"agentInfo":{{"name":"{name}"}}}}}}"#));
         }

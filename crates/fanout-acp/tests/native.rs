@@ -23,7 +23,7 @@ fn native_child_traffic_belongs_to_the_parent_under_the_child_row() {
     ));
     assert!(row.is_new);
     assert_eq!(row.tool_call_id, "kid");
-    assert_eq!(row.dialect, Some(Dialect::AcpNative));
+    assert_eq!(row.dialect.map(Dialect::name), Some("acp-native"));
     assert_eq!(row.tool_status, None);
     assert_eq!(task(&row).child_session_id.as_deref(), Some("kid"));
     assert_eq!(task(&row).status.as_deref(), Some("running"));
@@ -157,7 +157,7 @@ fn fanout_call(id: &str, child: &str) -> Value {
 fn fanout_tool_call_is_the_row_and_owns_its_child() {
     let mut wire = Wire::new();
     let launch = one_tool(&wire.update("p", fanout_call("tc-1", "child-1")));
-    assert_eq!(launch.dialect, Some(Dialect::Fanout));
+    assert_eq!(launch.dialect.map(Dialect::name), Some("fanout"));
     assert_eq!(task(&launch).child_session_id.as_deref(), Some("child-1"));
     assert_eq!(task(&launch).model.as_deref(), Some("replay"));
     assert_eq!(task(&launch).subagent_type, "explorer");
@@ -337,7 +337,7 @@ fn the_august_draft_names_mean_the_same() {
                "name": "Reviewer", "task": "Review the diff"}),
     ));
     assert_eq!(spawned.tool_call_id, "kid");
-    assert_eq!(spawned.dialect, Some(Dialect::AcpNative));
+    assert_eq!(spawned.dialect.map(Dialect::name), Some("acp-native"));
     assert_eq!(task(&spawned).description, "Review the diff");
     let idle = one_tool(&wire.update(
         "p",

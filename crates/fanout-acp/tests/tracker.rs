@@ -296,7 +296,7 @@ fn tool_status_rules() {
 fn claude_launch_then_inputs_on_a_status_less_update() {
     let mut wire = Wire::new();
     let launch = one_tool(&wire.update("s1", claude_agent("toolu_1", json!({}))));
-    assert_eq!(launch.dialect, Some(Dialect::Claude));
+    assert_eq!(launch.dialect.map(Dialect::name), Some("claude"));
     assert_eq!(launch.tool_status.as_deref(), Some("pending"));
     assert_eq!(task(&launch), &SubagentTask::default());
     let inputs = one_tool(&wire.update("s1", json!({
@@ -441,7 +441,7 @@ fn subagent_payload_survives_prompt_end() {
 fn opencode_task_title_and_results() {
     let mut wire = Wire::new();
     let launch = one_tool(&wire.update("s1", json!({"sessionUpdate": "tool_call", "toolCallId": "c7", "title": " TASK ", "rawInput": {}})));
-    assert_eq!(launch.dialect, Some(Dialect::OpenCode));
+    assert_eq!(launch.dialect.map(Dialect::name), Some("opencode"));
     let done = one_tool(&wire.update("s1", json!({"sessionUpdate": "tool_call_update", "toolCallId": "c7", "status": "completed",
         "title": "Investigate", "rawInput": {"description": "Investigate"},
         "rawOutput": {"output": "text", "metadata": {"sessionId": "ses_c", "model": {"providerID": "opencode"}}}})));
@@ -460,7 +460,7 @@ fn opencode_task_title_and_results() {
 fn auggie_output_only_for_auggie_calls() {
     let mut wire = Wire::new();
     let launch = one_tool(&wire.update("a1", json!({"sessionUpdate": "tool_call", "toolCallId": "t9", "title": "sub-agent-code-review: look at PR 12", "kind": "other", "status": "pending"})));
-    assert_eq!(launch.dialect, Some(Dialect::Auggie));
+    assert_eq!(launch.dialect.map(Dialect::name), Some("auggie"));
     assert_eq!(task(&launch).subagent_type, "code-review");
     assert_eq!(task(&launch).description, "look at PR 12");
     let done = one_tool(&wire.update("a1", json!({"sessionUpdate": "tool_call_update", "toolCallId": "t9", "status": "completed", "rawOutput": {"output": "Done."}})));
@@ -498,7 +498,7 @@ fn cursor_task_before_the_tool_call_is_parked_and_merged() {
             .is_empty()
     );
     let frame = one_tool(&wire.update("cur-1", cursor_call("tool_a")));
-    assert_eq!(frame.dialect, Some(Dialect::Cursor));
+    assert_eq!(frame.dialect.map(Dialect::name), Some("cursor"));
     let payload = task(&frame);
     assert_eq!(payload.description, "from raw input", "fill-if-empty");
     assert_eq!(payload.prompt, "Summarize src");

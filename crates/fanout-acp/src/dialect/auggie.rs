@@ -2,7 +2,7 @@
 //! `rawOutput.output` is the result text. Auggie cannot run offline (its model turns go to
 //! Augment's backend), so this is checked against the example transcript only.
 
-use super::{Dialect, DialectRules};
+use super::DialectRules;
 use crate::frame::FrameView;
 use crate::json::text_at;
 use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
@@ -10,8 +10,8 @@ use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
 pub(crate) struct Auggie;
 
 impl DialectRules for Auggie {
-    fn dialect(&self) -> Dialect {
-        Dialect::Auggie
+    fn name(&self) -> &'static str {
+        "auggie"
     }
 
     fn is_launch(&self, view: &FrameView<'_>) -> bool {

@@ -5,11 +5,11 @@
 //! `usage_update` whose `_meta["_claude/origin"]` is a peer hand-back.
 //!
 //! With the capability the same agent speaks ACP's own subagent sessions instead (no
-//! Agent tool call on the wire); their field mapping is [`NativeFields::Claude`].
+//! Agent tool call on the wire); their field mapping is [`NATIVE_FIELDS`].
 
 use serde_json::{Map, Value};
 
-use super::{Dialect, DialectRules, NativeFields, RowRef, RowSignal};
+use super::{DialectRules, NativeField, NativeFields, RowRef, RowSignal};
 use crate::frame::{FrameView, content_text};
 use crate::json::{is_true, metric, object_at, text};
 use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
@@ -17,8 +17,8 @@ use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
 pub(crate) struct Claude;
 
 impl DialectRules for Claude {
-    fn dialect(&self) -> Dialect {
-        Dialect::Claude
+    fn name(&self) -> &'static str {
+        "claude"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {
@@ -72,9 +72,17 @@ impl DialectRules for Claude {
     }
 
     fn native_fields(&self) -> NativeFields {
-        NativeFields::Claude
+        NATIVE_FIELDS
     }
 }
+
+/// claude-agent-acp's subagent sessions: `title` is the Agent call's description,
+/// `description` the subagent type, and the child session id is Claude's `agentId`.
+const NATIVE_FIELDS: NativeFields = NativeFields {
+    description: &[NativeField::Title],
+    subagent_type: Some(NativeField::Description),
+    child_is_agent_id: true,
+};
 
 fn claude_meta<'a>(view: &FrameView<'a>) -> Option<&'a Value> {
     view.meta_at("claudeCode")
@@ -313,5 +321,26 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// With the subagents capability: `title` -> description, `description` -> type, the
+    /// child session id -> agent id.
+    #[test]
+    fn subagent_session_fields() {
+        let meta = crate::dialect::native::NativeMeta {
+            title: Some("Read hello.txt".into()),
+            description: Some("general-purpose".into()),
+        };
+        let mut task = SubagentTask::default();
+        meta.apply_to(&mut task, Claude.native_fields(), "kid");
+        assert_eq!(
+            (task.description, task.subagent_type, task.agent_id),
+            (
+                "Read hello.txt".into(),
+                "general-purpose".into(),
+                Some("kid".into())
+            )
+        );
+        assert!(!Claude.native_fields().description_is_description());
     }
 }

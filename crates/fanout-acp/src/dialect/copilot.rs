@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::{Dialect, DialectRules};
+use super::DialectRules;
 use crate::frame::FrameView;
 use crate::json::text;
 use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
@@ -16,8 +16,8 @@ use crate::subagent::{SubagentInputs, SubagentResult, SubagentTask};
 pub(crate) struct Copilot;
 
 impl DialectRules for Copilot {
-    fn dialect(&self) -> Dialect {
-        Dialect::Copilot
+    fn name(&self) -> &'static str {
+        "copilot"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

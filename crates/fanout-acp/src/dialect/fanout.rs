@@ -3,7 +3,7 @@
 //! (`childSessionId` and, when the client advertised `clientCapabilities.subagents`, a
 //! `{"type":"session"}` content block).
 
-use super::{Dialect, DialectRules};
+use super::{CommandMatch, DialectRules};
 use crate::fanout_subagent::FanoutSubagentMeta;
 use crate::frame::FrameView;
 use crate::subagent::{SubagentResult, SubagentTask};
@@ -11,8 +11,8 @@ use crate::subagent::{SubagentResult, SubagentTask};
 pub(crate) struct Fanout;
 
 impl DialectRules for Fanout {
-    fn dialect(&self) -> Dialect {
-        Dialect::Fanout
+    fn name(&self) -> &'static str {
+        "fanout"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {
@@ -42,15 +42,25 @@ impl DialectRules for Fanout {
             ..SubagentResult::default()
         });
     }
+
+    /// `fanout agent` may be fanout's reference agent; fanout's name is also in the paths
+    /// of every checkout of it, so another agent's name in the command wins.
+    fn command_names_it(&self, command: &str) -> CommandMatch {
+        if command.contains("fanout") && command.contains("agent") {
+            CommandMatch::MayName
+        } else {
+            CommandMatch::No
+        }
+    }
+
+    /// `_meta.fanout.subagent.childSessionId` of any frame: the child it links.
+    fn child_session(&self, view: &FrameView<'_>) -> Option<String> {
+        meta(view)?.child_session_id
+    }
 }
 
 fn meta(view: &FrameView<'_>) -> Option<FanoutSubagentMeta> {
     FanoutSubagentMeta::from_meta(view.meta?)
-}
-
-/// `_meta.fanout.subagent.childSessionId` of any frame: the child it links.
-pub(crate) fn fanout_child(view: &FrameView<'_>) -> Option<String> {
-    meta(view)?.child_session_id
 }
 
 #[cfg(test)]

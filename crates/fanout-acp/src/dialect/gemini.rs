@@ -5,7 +5,7 @@
 //! `tool_call_update` without a title; it is still a launch attempt, so updates can
 //! launch a row here.
 
-use super::{Dialect, DialectRules};
+use super::DialectRules;
 use crate::frame::FrameView;
 use crate::subagent::{SubagentInputs, SubagentTask};
 
@@ -14,8 +14,8 @@ const ID_PREFIX: &str = "invoke_agent__";
 pub(crate) struct Gemini;
 
 impl DialectRules for Gemini {
-    fn dialect(&self) -> Dialect {
-        Dialect::Gemini
+    fn name(&self) -> &'static str {
+        "gemini"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

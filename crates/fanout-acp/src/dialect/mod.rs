@@ -1,106 +1,180 @@
 //! The agent dialects of DESIGN 3.3: one module per agent, each behind [`DialectRules`],
-//! and the rule that decides which of them reads a connection.
+//! the one registry of them ([`REGISTRY`]) and the rule that decides which of them reads
+//! a connection.
+//!
+//! A dialect is known by its place in [`REGISTRY`] and nowhere else: its [`Dialect`] value,
+//! its name, the tests that every dialect has its fixtures and its docs row, the fuzzers'
+//! agent names and the CLI's harness names all derive from that slice.
 //!
 //! Which rules apply is decided per connection ([`Rules`]). The agent names itself in its
 //! `initialize` response (`agentInfo.name`); when that name belongs to a dialect, only that
 //! dialect's rules read the connection, because the same shape can mean different things
 //! for two agents (a Copilot tool titled `task` is not OpenCode's launch). Without a known
 //! name (an old transcript, an import of a partial stream, an agent we do not know) every
-//! dialect's shape rules apply, in the fixed order of [`PRECEDENCE`]: the first dialect
-//! whose launch signal matches a `tool_call` owns the row.
+//! dialect's shape rules apply, in the order of [`REGISTRY`]: the first dialect whose
+//! launch signal matches a `tool_call` owns the row.
 //!
 //! ACP's own subagent sessions (`subagent_update`) are protocol, not an agent's dialect:
-//! they apply on every connection, with the field mapping of the named agent
-//! ([`NativeFields`]). Their state (work cycles) lives in the tracker, as does the
-//! correlation state of Codex (lifecycle frames on other wire ids) and Cursor (the
-//! `cursor/task` side request); their modules here hold only what one frame says.
+//! they apply on every connection ([`Dialect::ACP_NATIVE`]), with the field mapping of the
+//! named agent ([`NativeFields`]).
+//!
+//! What a dialect correlates across frames is its state on the connection
+//! ([`DialectState`], made by [`DialectRules::state`]), in the dialect's own module:
+//! Codex's cards (lifecycle frames on other wire ids, `codex/cards.rs`), Cursor's parked
+//! `cursor/task` side requests (`cursor.rs`), the work cycles and messages of ACP's
+//! subagent sessions (`native/sessions.rs`). The tracker calls the hooks and names no
+//! agent.
 
 mod auggie;
 mod claude;
-pub(crate) mod codex;
+mod codex;
 mod copilot;
 mod cursor;
 mod fanout;
 mod gemini;
-pub(crate) mod native;
+mod native;
 mod opencode;
 mod qwen;
+pub(crate) mod state;
+
+use std::fmt;
 
 use serde_json::Value;
 
 use crate::frame::FrameView;
 use crate::subagent::SubagentTask;
 
-pub(crate) use fanout::fanout_child;
+pub(crate) use native::{NativeField, NativeFields};
+pub(crate) use state::DialectState;
 
-/// Which rule recognised a tool call (or a child session) as a subagent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dialect {
-    /// claude-agent-acp: `_meta.claudeCode.toolName == "Agent"`.
-    Claude,
-    /// OpenCode: title `task` (trimmed, any case).
-    OpenCode,
-    /// Cursor: `rawInput._toolName` `task` (any case), plus the `cursor/task` side request.
-    Cursor,
-    /// Auggie: title `sub-agent-<type>: <description>`.
-    Auggie,
-    /// codex-acp: `spawnAgent` collaboration or `subagent` lifecycle frames (v1 and v2).
-    Codex,
-    /// Qwen Code: `_meta.toolName == "agent"`.
-    Qwen,
-    /// Gemini CLI: tool call id `invoke_agent__…` or title `Delegating to agent '<name>'`.
-    Gemini,
-    /// Copilot CLI: `rawInput` with string `prompt` and string `agent_type`.
-    Copilot,
-    /// ACP's own subagent sessions (`subagent_update`), one row per work cycle.
-    AcpNative,
-    /// fanout's reference agent: `_meta.fanout.subagent`.
-    Fanout,
-}
+/// Every agent dialect, and the only list of them, in the order their launch signals are
+/// tried when the agent did not name itself: from the most specific signal to the least.
+/// - fanout: its own `_meta.fanout` namespace;
+/// - Claude: `_meta.claudeCode.toolName`;
+/// - Codex: `_meta.codex` or `spawnAgent` with thread ids, lifecycle inputs (its state
+///   claims keyed frames before any launch signal runs, as they correlate across ids);
+/// - Qwen: `_meta.toolName == "agent"`;
+/// - Copilot: `rawInput.prompt` and `rawInput.agent_type` (its title is free text, the
+///   description, so it goes before every title rule);
+/// - Cursor: `rawInput._toolName`;
+/// - Gemini: the `invoke_agent__` id prefix or its `Delegating to agent '…'` title;
+/// - Auggie: the `sub-agent-<type>: …` title;
+/// - OpenCode: the bare title `task`, the weakest signal.
+///
+/// A new dialect is one line here, at the place its launch signal's specificity gives it.
+pub(crate) const REGISTRY: &[&dyn DialectRules] = &[
+    &fanout::Fanout,
+    &claude::Claude,
+    &codex::Codex,
+    &qwen::Qwen,
+    &copilot::Copilot,
+    &cursor::Cursor,
+    &gemini::Gemini,
+    &auggie::Auggie,
+    &opencode::OpenCode,
+];
+
+// A dialect is its index in the registry; one value is ACP's subagent sessions.
+const _: () = assert!(REGISTRY.len() < u8::MAX as usize);
+
+/// The name of ACP's own subagent sessions as a dialect.
+const ACP_NATIVE_NAME: &str = "acp-native";
+
+/// Which rule recognised a tool call (or a child session) as a subagent: a dialect of the
+/// registry, or ACP's own subagent sessions ([`Dialect::ACP_NATIVE`]). It prints as its
+/// [`name`](Dialect::name).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dialect(u8);
 
 impl Dialect {
-    /// A short stable name, for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::OpenCode => "opencode",
-            Self::Cursor => "cursor",
-            Self::Auggie => "auggie",
-            Self::Codex => "codex",
-            Self::Qwen => "qwen",
-            Self::Gemini => "gemini",
-            Self::Copilot => "copilot",
-            Self::AcpNative => "acp-native",
-            Self::Fanout => "fanout",
+    /// ACP's own subagent sessions (`subagent_update`), one row per work cycle: protocol,
+    /// on every connection, not an agent's dialect.
+    pub const ACP_NATIVE: Self = Self(u8::MAX);
+
+    /// Its short stable name (`claude`, `codex`, …, `acp-native`), for logs and tests.
+    pub fn name(self) -> &'static str {
+        self.rules().map_or(ACP_NATIVE_NAME, DialectRules::name)
+    }
+
+    /// The dialect of this name, if any.
+    pub fn named(name: &str) -> Option<Self> {
+        if name == ACP_NATIVE_NAME {
+            return Some(Self::ACP_NATIVE);
         }
+        registered()
+            .find(|(_, rules)| rules.name() == name)
+            .map(|(dialect, _)| dialect)
+    }
+
+    /// Every agent dialect, in registry order (ACP's subagent sessions are not one).
+    pub fn registered() -> impl Iterator<Item = Self> {
+        registered().map(|(dialect, _)| dialect)
+    }
+
+    /// The `initialize` `agentInfo.name` values of the agents that speak it.
+    pub fn agent_names(self) -> &'static [&'static str] {
+        self.rules().map_or(&[], DialectRules::agent_names)
     }
 
     /// The dialect an agent's `initialize` `agentInfo.name` belongs to (ASCII case is
     /// ignored), if any.
     pub fn for_agent_name(name: &str) -> Option<Self> {
-        PRECEDENCE
-            .iter()
-            .find(|rules| {
-                rules
-                    .agent_names()
-                    .iter()
-                    .any(|known| known.eq_ignore_ascii_case(name.trim()))
-            })
-            .map(|rules| rules.dialect())
+        Self::registered().find(|dialect| {
+            dialect
+                .agent_names()
+                .iter()
+                .any(|known| known.eq_ignore_ascii_case(name.trim()))
+        })
+    }
+
+    /// The dialect whose agent an agent command line runs (ASCII case is ignored), for
+    /// naming a session's harness: the first in registry order whose
+    /// [`command_names_it`](DialectRules::command_names_it) says so, else the first that
+    /// says it may.
+    pub fn for_agent_command(command: &str) -> Option<Self> {
+        let command = command.to_lowercase();
+        let first = |wanted: CommandMatch| {
+            registered()
+                .find(|(_, rules)| rules.command_names_it(&command) == wanted)
+                .map(|(dialect, _)| dialect)
+        };
+        first(CommandMatch::Names).or_else(|| first(CommandMatch::MayName))
+    }
+
+    pub(crate) fn rules(self) -> Option<&'static dyn DialectRules> {
+        REGISTRY.get(usize::from(self.0)).copied()
     }
 }
 
-/// How a `subagent_update`'s `title` and `description` map onto the row (DESIGN 3.6).
+impl fmt::Debug for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every registered dialect with its rules, in registry order.
+pub(crate) fn registered() -> impl Iterator<Item = (Dialect, &'static dyn DialectRules)> {
+    // The index stays below `u8::MAX` (checked above), so the range never runs out.
+    (0_u8..)
+        .zip(REGISTRY.iter().copied())
+        .map(|(index, rules)| (Dialect(index), rules))
+}
+
+/// Whether an agent command line runs a dialect's agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NativeFields {
-    /// The protocol's meaning: `description` -> description, `title` -> description only
-    /// when there is no description.
-    Protocol,
-    /// claude-agent-acp: `title` is the Agent call's description, `description` the
-    /// subagent type, and the child session id is Claude's `agentId`.
-    Claude,
-    /// codex-acp: `description` is the task (-> description); `title` maps to nothing.
-    Codex,
+pub(crate) enum CommandMatch {
+    /// It does not.
+    No,
+    /// It names the agent.
+    Names,
+    /// It may (a name that also shows in other commands' paths): only when none names one.
+    MayName,
 }
 
 /// A session update (not a tool call) that moves the agent status of an existing row.
@@ -131,10 +205,41 @@ pub(crate) struct Caller<'a> {
     pub usage: Option<&'a Value>,
 }
 
-/// One agent's dialect. Every method reads one frame; nothing here keeps state.
+/// One agent's dialect: what its frames mean. Every method reads one frame and keeps
+/// nothing; what a dialect correlates across frames is its state ([`DialectRules::state`]).
+///
+/// A new dialect is a module (`src/dialect/<name>.rs`, or `<name>/mod.rs` with its state
+/// beside it) holding a unit struct that implements this trait, and its line in
+/// [`REGISTRY`]. Where the traps agents set go:
+/// - **ACP `completed` that only means dispatched** (the child runs on): `enrich` sets
+///   `is_async` and leaves the agent status open, never `completed`; a status-less
+///   dispatch frame is `dispatched`. What ends the child later moves the agent status:
+///   another session update naming the row is a `row_signal`; a later tool call that
+///   reports on it (a wait, an output read) is the state's `after` hook.
+/// - **A failed child behind ACP `completed`**: `enrich` sees the frame's ACP status
+///   (`view.status`) with its result and sets the agent status (`failed`) from what the
+///   result says; the tool status stays the wire's. A failure the prompt's end reports is
+///   the state's `prompt_ended`.
+/// - **A launch whose first frame is a `tool_call_update`**: `launches_on_updates`; the
+///   later `tool_call` of the same id finds the row recognised already.
+/// - **Inputs only as streamed text**: the state keeps the text per row (its `enrich` hook
+///   sees every frame of a recognised row, with the frame's key) and fills the inputs
+///   once they parse.
+/// - **One call that starts several children**: the state's `plan` creates the rows
+///   (their ids derived from the call's with [`allocate_id`]'s tag), fills and emits them,
+///   and stops the frame (`Target::Handled`); later frames of the call find the rows the
+///   same way.
+/// - **A child session named by a field of the call**: `child_session` when the child's
+///   own traffic comes on the wire (it nests under the row), else `enrich` into
+///   `child_session_id`.
+/// - **Two agents with the same shapes**: `agent_names` decides when the agent names
+///   itself; without a name, the registry order does (put the more specific signal
+///   first, and say which wins and why in the docs row).
+///
+/// [`allocate_id`]: crate::tracker::rows::RowSession::allocate_id
 pub(crate) trait DialectRules: Sync {
-    /// The dialect rows recognised by these rules carry.
-    fn dialect(&self) -> Dialect;
+    /// The dialect's short stable name, also its module's (`claude`, `codex`, …).
+    fn name(&self) -> &'static str;
 
     /// The `initialize` `agentInfo.name` values of the agents that speak it.
     fn agent_names(&self) -> &'static [&'static str] {
@@ -189,41 +294,31 @@ pub(crate) trait DialectRules: Sync {
 
     /// How this agent fills `subagent_update`'s `title` and `description`.
     fn native_fields(&self) -> NativeFields {
-        NativeFields::Protocol
+        NativeFields::PROTOCOL
     }
-}
 
-/// Every agent dialect, in the order their launch signals are tried when the agent did
-/// not name itself. The order goes from the most specific signal to the least:
-/// 1. fanout: its own `_meta.fanout` namespace;
-/// 2. Claude: `_meta.claudeCode.toolName`;
-/// 3. Codex: `_meta.codex` or `spawnAgent` with thread ids, lifecycle inputs (the tracker
-///    checks it before the others, as its frames correlate across wire ids);
-/// 4. Qwen: `_meta.toolName == "agent"`;
-/// 5. Copilot: `rawInput.prompt` and `rawInput.agent_type` (its title is free text, the
-///    description, so it goes before every title rule);
-/// 6. Cursor: `rawInput._toolName`;
-/// 7. Gemini: the `invoke_agent__` id prefix or its `Delegating to agent '…'` title;
-/// 8. Auggie: the `sub-agent-<type>: …` title;
-/// 9. OpenCode: the bare title `task`, the weakest signal.
-pub(crate) const PRECEDENCE: [&dyn DialectRules; 9] = [
-    &fanout::Fanout,
-    &claude::Claude,
-    &codex::Codex,
-    &qwen::Qwen,
-    &copilot::Copilot,
-    &cursor::Cursor,
-    &gemini::Gemini,
-    &auggie::Auggie,
-    &opencode::OpenCode,
-];
+    /// A child session a frame links by this dialect's own field (besides ACP's
+    /// `{"type":"session"}` content blocks): a recognised call's row owns that child's
+    /// traffic (fanout's `childSessionId`).
+    fn child_session(&self, _view: &FrameView<'_>) -> Option<String> {
+        None
+    }
 
-/// The rules of one dialect.
-pub(crate) fn rules_of(dialect: Dialect) -> Option<&'static dyn DialectRules> {
-    PRECEDENCE
-        .iter()
-        .copied()
-        .find(|rules| rules.dialect() == dialect)
+    /// The dialect's state on one new connection, for what it correlates across frames
+    /// ([`DialectState`]); `me` is the dialect itself, for the rows it recognises.
+    fn state(&self, _me: Dialect) -> Option<Box<dyn DialectState>> {
+        None
+    }
+
+    /// Whether an agent command line (lower case) runs this agent, for the harness a
+    /// session names: by default, when it contains the dialect's name.
+    fn command_names_it(&self, command: &str) -> CommandMatch {
+        if command.contains(self.name()) {
+            CommandMatch::Names
+        } else {
+            CommandMatch::No
+        }
+    }
 }
 
 /// Which dialects read one connection: the named agent's alone, or all of them.
@@ -245,25 +340,24 @@ impl Rules {
         self.agent
     }
 
-    /// The dialects that apply, in precedence order.
-    pub(crate) fn active(self) -> impl Iterator<Item = &'static dyn DialectRules> {
-        PRECEDENCE
-            .iter()
-            .copied()
-            .filter(move |rules| self.agent.is_none_or(|agent| rules.dialect() == agent))
+    /// The dialects that apply, in registry order.
+    pub(crate) fn active(self) -> impl Iterator<Item = (Dialect, &'static dyn DialectRules)> {
+        registered().filter(move |(dialect, _)| self.agent.is_none_or(|agent| *dialect == agent))
     }
 
-    pub(crate) fn is_active(self, dialect: Dialect) -> bool {
-        self.agent.is_none_or(|agent| agent == dialect)
+    /// Whether a dialect's rules and state read this connection: ACP's own subagent
+    /// sessions always, an agent's dialect when the agent named no other.
+    pub(crate) fn reads(self, dialect: Dialect) -> bool {
+        dialect == Dialect::ACP_NATIVE || self.agent.is_none_or(|agent| agent == dialect)
     }
 
     /// The dialect of the first launch signal that matches, on a `tool_call` (`is_call`)
     /// or, for the dialects that launch on updates, on the first frame of an unknown call.
     pub(crate) fn recognise(self, view: &FrameView<'_>, is_call: bool) -> Option<Dialect> {
         self.active()
-            .filter(|rules| is_call || rules.launches_on_updates())
-            .find(|rules| rules.is_launch(view))
-            .map(DialectRules::dialect)
+            .filter(|(_, rules)| is_call || rules.launches_on_updates())
+            .find(|(_, rules)| rules.is_launch(view))
+            .map(|(dialect, _)| dialect)
     }
 
     /// A recognised launch and its payload from that frame.
@@ -280,39 +374,46 @@ impl Rules {
 
     /// The parent tool call a frame names, by the first active rule that reads one.
     pub(crate) fn parent<'a>(self, view: &FrameView<'a>) -> Option<&'a str> {
-        self.active().find_map(|rules| rules.parent(view))
+        self.active().find_map(|(_, rules)| rules.parent(view))
     }
 
     /// The row signals a session update carries, with the dialect whose rows they touch.
     pub(crate) fn row_signals(self, kind: &str, update: &Value) -> Vec<(Dialect, RowSignal)> {
         self.active()
-            .filter_map(|rules| Some((rules.dialect(), rules.row_signal(kind, update)?)))
+            .filter_map(|(dialect, rules)| Some((dialect, rules.row_signal(kind, update)?)))
             .collect()
     }
 
     /// The caller a non-tool session update names, by the first active rule that reads one.
     pub(crate) fn caller<'a>(self, update: &'a Value) -> Option<Caller<'a>> {
-        self.active().find_map(|rules| rules.caller(update))
+        self.active().find_map(|(_, rules)| rules.caller(update))
     }
 
     /// How `subagent_update` fields map on this connection.
     pub(crate) fn native_fields(self) -> NativeFields {
         self.agent
-            .and_then(rules_of)
-            .map_or(NativeFields::Protocol, DialectRules::native_fields)
+            .and_then(Dialect::rules)
+            .map_or(NativeFields::PROTOCOL, DialectRules::native_fields)
+    }
+
+    /// The child session a frame links by a dialect's own field, by the first active rule
+    /// that reads one.
+    pub(crate) fn child_session(self, view: &FrameView<'_>) -> Option<String> {
+        self.active()
+            .find_map(|(_, rules)| rules.child_session(view))
     }
 }
 
 /// Enriches a payload by its own dialect's rules.
 pub(crate) fn enrich(task: &mut SubagentTask, dialect: Dialect, view: &FrameView<'_>) {
-    if let Some(rules) = rules_of(dialect) {
+    if let Some(rules) = dialect.rules() {
         rules.enrich(task, view);
     }
 }
 
 /// Whether a frame of a call of `dialect` ends it without a terminal status.
 pub(crate) fn dispatched(dialect: Dialect, view: &FrameView<'_>) -> bool {
-    rules_of(dialect).is_some_and(|rules| rules.dispatched(view))
+    dialect.rules().is_some_and(|rules| rules.dispatched(view))
 }
 
 #[cfg(test)]
@@ -320,40 +421,74 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn recognised(rules: Rules, update: Value) -> Option<Dialect> {
-        rules.recognise(&FrameView::parse(&update), true)
+    fn recognised(rules: Rules, update: Value) -> Option<&'static str> {
+        rules
+            .recognise(&FrameView::parse(&update), true)
+            .map(Dialect::name)
     }
 
     #[test]
     fn agent_names_select_one_dialect() {
         for (name, dialect) in [
-            ("@agentclientprotocol/claude-agent-acp", Dialect::Claude),
-            ("@zed-industries/claude-agent-acp", Dialect::Claude),
-            ("@agentclientprotocol/codex-acp", Dialect::Codex),
-            ("qwen-code", Dialect::Qwen),
-            ("gemini-cli", Dialect::Gemini),
-            ("Copilot", Dialect::Copilot),
-            ("OpenCode", Dialect::OpenCode),
-            ("opencode", Dialect::OpenCode),
-            ("fanout-agent", Dialect::Fanout),
+            ("@agentclientprotocol/claude-agent-acp", "claude"),
+            ("@zed-industries/claude-agent-acp", "claude"),
+            ("@agentclientprotocol/codex-acp", "codex"),
+            ("qwen-code", "qwen"),
+            ("gemini-cli", "gemini"),
+            ("Copilot", "copilot"),
+            ("OpenCode", "opencode"),
+            ("opencode", "opencode"),
+            ("fanout-agent", "fanout"),
         ] {
-            assert_eq!(Dialect::for_agent_name(name), Some(dialect), "{name}");
+            assert_eq!(
+                Dialect::for_agent_name(name).map(Dialect::name),
+                Some(dialect),
+                "{name}"
+            );
         }
         assert_eq!(Dialect::for_agent_name("some-agent"), None);
         assert_eq!(Rules::for_agent(Some("some-agent")), Rules::default());
     }
 
+    /// Names are unique, each names its dialect back, and ACP's subagent sessions are
+    /// protocol, not a registered dialect.
     #[test]
-    fn every_dialect_is_in_the_precedence_once() {
+    fn every_dialect_is_in_the_registry_once_by_its_name() {
         let mut seen = Vec::new();
-        for rules in PRECEDENCE {
-            assert!(!seen.contains(&rules.dialect()), "{:?}", rules.dialect());
-            seen.push(rules.dialect());
+        for dialect in Dialect::registered() {
+            assert!(!seen.contains(&dialect.name()), "{dialect}");
+            seen.push(dialect.name());
+            assert_eq!(Dialect::named(dialect.name()), Some(dialect));
         }
-        assert!(
-            !seen.contains(&Dialect::AcpNative),
-            "protocol, not a dialect"
+        assert_eq!(seen.len(), REGISTRY.len());
+        assert!(!Dialect::registered().any(|dialect| dialect == Dialect::ACP_NATIVE));
+        assert_eq!(Dialect::named("acp-native"), Some(Dialect::ACP_NATIVE));
+        assert_eq!(Dialect::ACP_NATIVE.name(), "acp-native");
+        assert_eq!(Dialect::named("no-such-dialect"), None);
+    }
+
+    /// The harness a command runs: a dialect's name anywhere in it; fanout's own name
+    /// only for `fanout agent` and only when no other agent is named (its checkouts' paths
+    /// hold it).
+    #[test]
+    fn agent_commands_name_their_dialect() {
+        let named = |command: &str| Dialect::for_agent_command(command).map(Dialect::name);
+        assert_eq!(
+            named("npx @agentclientprotocol/claude-agent-acp"),
+            Some("claude")
         );
+        assert_eq!(named("/usr/bin/Qwen --acp"), Some("qwen"));
+        assert_eq!(
+            named("/work/fanout/node_modules/.bin/codex-acp"),
+            Some("codex")
+        );
+        assert_eq!(
+            named("/work/fanout/target/debug/fanout agent --mock"),
+            Some("fanout")
+        );
+        assert_eq!(named("/work/fanout/bin/claude-agent-acp"), Some("claude"));
+        assert_eq!(named("fanout proxy"), None);
+        assert_eq!(named("some-agent --acp"), None);
     }
 
     /// A Copilot `task` launch titled `task` is Copilot's with or without the agent's
@@ -364,31 +499,25 @@ mod tests {
             "description": "task", "prompt": "p", "agent_type": "general-purpose"}});
         assert_eq!(
             recognised(Rules::default(), copilot_titled_task.clone()),
-            Some(Dialect::Copilot)
+            Some("copilot")
         );
         let copilot = Rules::for_agent(Some("Copilot"));
-        assert_eq!(
-            recognised(copilot, copilot_titled_task),
-            Some(Dialect::Copilot)
-        );
+        assert_eq!(recognised(copilot, copilot_titled_task), Some("copilot"));
         assert_eq!(recognised(copilot, json!({"title": "task"})), None);
         assert_eq!(
             recognised(Rules::default(), json!({"title": "task"})),
-            Some(Dialect::OpenCode)
+            Some("opencode")
         );
         let opencode = Rules::for_agent(Some("OpenCode"));
         assert_eq!(
             recognised(opencode, json!({"title": "task"})),
-            Some(Dialect::OpenCode)
+            Some("opencode")
         );
         // Qwen's `_meta.toolName` is not Claude's `_meta.claudeCode.toolName`.
         let qwen_agent = json!({"title": "Agent", "_meta": {"toolName": "agent"}});
         let claude = Rules::for_agent(Some("@agentclientprotocol/claude-agent-acp"));
         assert_eq!(recognised(claude, qwen_agent.clone()), None);
-        assert_eq!(
-            recognised(Rules::default(), qwen_agent),
-            Some(Dialect::Qwen)
-        );
+        assert_eq!(recognised(Rules::default(), qwen_agent), Some("qwen"));
         // A title that reads like Auggie's from Gemini is not a launch of Gemini's.
         let gemini = Rules::for_agent(Some("gemini-cli"));
         assert_eq!(recognised(gemini, json!({"title": "sub-agent-x: y"})), None);
@@ -399,8 +528,8 @@ mod tests {
         let denied = json!({"toolCallId": "invoke_agent__1", "status": "failed"});
         let view = FrameView::parse(&denied);
         assert_eq!(
-            Rules::default().recognise(&view, false),
-            Some(Dialect::Gemini)
+            Rules::default().recognise(&view, false).map(Dialect::name),
+            Some("gemini")
         );
         let claude_update = json!({"_meta": {"claudeCode": {"toolName": "Agent"}}});
         assert!(
@@ -412,18 +541,20 @@ mod tests {
 
     #[test]
     fn native_fields_follow_the_named_agent() {
-        assert_eq!(Rules::default().native_fields(), NativeFields::Protocol);
+        assert_eq!(Rules::default().native_fields(), NativeFields::PROTOCOL);
         assert_eq!(
             Rules::for_agent(Some("@zed-industries/claude-agent-acp")).native_fields(),
-            NativeFields::Claude
+            claude::Claude.native_fields()
         );
         assert_eq!(
             Rules::for_agent(Some("@agentclientprotocol/codex-acp")).native_fields(),
-            NativeFields::Codex
+            codex::Codex.native_fields()
         );
+        assert_ne!(claude::Claude.native_fields(), NativeFields::PROTOCOL);
+        assert_ne!(codex::Codex.native_fields(), NativeFields::PROTOCOL);
         assert_eq!(
             Rules::for_agent(Some("qwen-code")).native_fields(),
-            NativeFields::Protocol
+            NativeFields::PROTOCOL
         );
     }
 }

@@ -2,7 +2,7 @@
 //! updates carry the description as title and the inputs in `rawInput`; the result names
 //! the child session and the model. The child's own traffic is not on the connection.
 
-use super::{Dialect, DialectRules};
+use super::DialectRules;
 use crate::frame::FrameView;
 use crate::json::text_at;
 use crate::subagent::{SubagentResult, SubagentTask};
@@ -10,8 +10,8 @@ use crate::subagent::{SubagentResult, SubagentTask};
 pub(crate) struct OpenCode;
 
 impl DialectRules for OpenCode {
-    fn dialect(&self) -> Dialect {
-        Dialect::OpenCode
+    fn name(&self) -> &'static str {
+        "opencode"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

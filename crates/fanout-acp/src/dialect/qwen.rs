@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::{Caller, Dialect, DialectRules, RowRef, RowSignal};
+use super::{Caller, DialectRules, RowRef, RowSignal};
 use crate::frame::FrameView;
 use crate::json::{is_true, metric, text, text_at};
 use crate::subagent::{SubagentResult, SubagentTask};
@@ -22,8 +22,8 @@ use crate::subagent::{SubagentResult, SubagentTask};
 pub(crate) struct Qwen;
 
 impl DialectRules for Qwen {
-    fn dialect(&self) -> Dialect {
-        Dialect::Qwen
+    fn name(&self) -> &'static str {
+        "qwen"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {

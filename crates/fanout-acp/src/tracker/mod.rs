@@ -2,27 +2,27 @@
 //!
 //! This module is the facade and the JSON-RPC correlation (requests matched to their
 //! responses per direction; `initialize`, session opening and prompt turns). The rest is
-//! split by what it keeps: `rows` (the per-session row accumulator), `tool` (the tool-call
-//! path), and the state of the dialects that correlate across frames: `codex`, `cursor`,
-//! `native` (ACP subagent sessions) and `signals` (row status updates carried by other
-//! session updates).
+//! split by what it keeps: `rows` (the per-session row accumulator), `children` (which
+//! row owns a child session's traffic), `tool` (the tool-call path) and `signals` (row
+//! status updates carried by other session updates). It names no agent: what one agent's
+//! frames mean is its dialect's (`crate::dialect`), and what a dialect correlates across
+//! frames is its state, whose hooks this path calls ([`DialectState`]).
+//!
+//! [`DialectState`]: crate::dialect::DialectState
 
-mod codex;
-mod cursor;
-mod native;
-mod rows;
+pub(crate) mod children;
+pub(crate) mod rows;
 mod signals;
-mod tool;
+pub(crate) mod tool;
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use self::cursor::CursorState;
-use self::native::NativeState;
+use self::children::ChildSessions;
 use self::rows::RowSession;
 use crate::dialect::Rules;
-use crate::dialect::native::{MESSAGE_KINDS, UPDATE_KINDS};
+use crate::dialect::state::{Conn, Flow, States};
 use crate::event::{IgnoredReason, SessionOpenMethod, TrackerEvent, TrackerStats};
 use crate::json::text_at;
 use crate::jsonrpc::{self, Direction, Message, PendingRequests, RequestId, ResponseOutcome};
@@ -45,14 +45,14 @@ pub struct Tracker {
     rules: Rules,
     /// Tool-call rows per session they belong to.
     rows: HashMap<String, RowSession>,
-    /// Child sessions, their work cycles and messages between sessions.
-    native: NativeState,
+    /// Child sessions and the rows that own their traffic.
+    children: ChildSessions,
     /// Sessions opened by the client: never accepted as someone's child.
     opened: HashSet<String>,
     /// Sessions whose `session/load` is in flight (history replay).
     loading: HashSet<String>,
-    /// Parked `cursor/task` side requests.
-    cursor: CursorState,
+    /// Every dialect's state on this connection (ACP subagent sessions' included).
+    states: States,
     seq: u64,
     stats: TrackerStats,
 }
@@ -78,14 +78,6 @@ enum PendingRequest {
     Other,
 }
 
-/// Where a frame's rows go.
-#[derive(Debug, Clone)]
-struct Route {
-    row_session: String,
-    /// The child's current row, when the frame is a child session's traffic.
-    nesting_parent: Option<String>,
-}
-
 impl Tracker {
     /// A tracker for one agent connection.
     pub fn new() -> Self {
@@ -94,10 +86,10 @@ impl Tracker {
             pending_from_agent: PendingRequests::new(MAX_PENDING_REQUESTS),
             rules: Rules::default(),
             rows: HashMap::new(),
-            native: NativeState::default(),
+            children: ChildSessions::default(),
             opened: HashSet::new(),
             loading: HashSet::new(),
-            cursor: CursorState::default(),
+            states: States::new(),
             seq: 0,
             stats: TrackerStats::default(),
         }
@@ -212,9 +204,7 @@ impl Tracker {
                 self.pending_from_client.insert(id, pending);
             }
             Direction::AgentToClient => {
-                if method == "cursor/task" {
-                    self.on_cursor_task(params, out);
-                }
+                self.on_agent_message(method, params, out);
                 self.pending_from_agent.insert(id, pending);
             }
         }
@@ -229,7 +219,7 @@ impl Tracker {
     ) {
         match (direction, method) {
             (Direction::AgentToClient, "session/update") => self.on_session_update(params, out),
-            (Direction::AgentToClient, "cursor/task") => self.on_cursor_task(params, out),
+            (Direction::AgentToClient, other) => self.on_agent_message(other, params, out),
             (Direction::ClientToAgent, "session/update") => out.push(TrackerEvent::Ignored {
                 direction,
                 reason: IgnoredReason::UnexpectedDirection,
@@ -301,7 +291,9 @@ impl Tracker {
                 session,
                 request_id,
             } => {
-                self.cursor.expire(&session);
+                for state in self.states.active(self.rules) {
+                    state.prompt_ended(&session);
+                }
                 let (stop_reason, error) = match outcome {
                     ResponseOutcome::Result(result) => {
                         (text_at(&result, "stopReason").map(str::to_owned), None)
@@ -319,8 +311,27 @@ impl Tracker {
         }
     }
 
-    fn route(&self, wire_session: &str) -> Route {
-        self.native.route(wire_session)
+    /// The connection as a dialect state's hook sees it.
+    fn conn<'a>(&'a mut self, out: &'a mut Vec<TrackerEvent>) -> (Conn<'a>, &'a mut States) {
+        let conn = Conn {
+            rows: &mut self.rows,
+            children: &mut self.children,
+            opened: &self.opened,
+            rules: self.rules,
+            seq: &mut self.seq,
+            out,
+        };
+        (conn, &mut self.states)
+    }
+
+    /// An agent-to-client request or notification other than `session/update`: a side
+    /// request some dialect's state may read.
+    fn on_agent_message(&mut self, method: &str, params: &Value, out: &mut Vec<TrackerEvent>) {
+        let rules = self.rules;
+        let (mut conn, states) = self.conn(out);
+        for state in states.active(rules) {
+            state.agent_message(method, params, &mut conn);
+        }
     }
 
     fn on_session_update(&mut self, params: &Value, out: &mut Vec<TrackerEvent>) {
@@ -336,10 +347,8 @@ impl Tracker {
             });
             return;
         };
-        let is_tool = matches!(kind, "tool_call" | "tool_call_update");
-        let is_native = UPDATE_KINDS.contains(&kind);
         if !wire_session.is_empty() {
-            let route = self.route(wire_session);
+            let route = self.children.route(wire_session);
             if self.loading.contains(wire_session) || self.loading.contains(&route.row_session) {
                 out.push(TrackerEvent::Ignored {
                     direction: Direction::AgentToClient,
@@ -347,43 +356,33 @@ impl Tracker {
                 });
                 return;
             }
-        } else if is_native {
-            // Like a tool frame without a session: reported, never accumulated, so the
-            // writer counts the missing identity (AC-2).
-            out.push(
-                match native::unkeyed_native_frame(kind, update, self.rules.native_fields()) {
-                    Some(frame) => TrackerEvent::Tool(Box::new(frame)),
-                    None => TrackerEvent::Ignored {
-                        direction: Direction::AgentToClient,
-                        reason: IgnoredReason::MissingSessionId,
-                    },
-                },
-            );
-            return;
-        } else if !is_tool {
-            // Tool frames still go out so the writer can count the missing identity.
+        }
+        match kind {
+            // Without a session too: the writer counts the missing identity.
+            "tool_call" => return self.on_tool(wire_session, update, true, out),
+            "tool_call_update" => return self.on_tool(wire_session, update, false, out),
+            _ => {}
+        }
+        let rules = self.rules;
+        let (mut conn, states) = self.conn(out);
+        for state in states.active(rules) {
+            if state.session_update(kind, wire_session, update, &mut conn) == Flow::Stop {
+                return;
+            }
+        }
+        if wire_session.is_empty() {
             out.push(TrackerEvent::Ignored {
                 direction: Direction::AgentToClient,
                 reason: IgnoredReason::MissingSessionId,
             });
             return;
         }
-        match kind {
-            "tool_call" => self.on_tool(wire_session, update, true, out),
-            "tool_call_update" => self.on_tool(wire_session, update, false, out),
-            _ if is_native => self.on_subagent_update(kind, wire_session, update, out),
-            other => {
-                if MESSAGE_KINDS.contains(&other) {
-                    self.on_session_message(other, wire_session, update, out);
-                }
-                self.on_row_signals(other, wire_session, update, out);
-                self.session_update_event(other, wire_session, update, out);
-            }
-        }
+        self.on_row_signals(kind, wire_session, update, out);
+        self.session_update_event(kind, wire_session, update, out);
     }
 
     /// Any other update: which session and row it belongs to, and for a child's message
-    /// chunk on the parent session the caller and usage it names (Qwen).
+    /// chunk on the parent session the caller and usage it names (a dialect's `caller`).
     fn session_update_event(
         &self,
         kind: &str,
@@ -391,7 +390,7 @@ impl Tracker {
         update: &Value,
         out: &mut Vec<TrackerEvent>,
     ) {
-        let route = self.route(wire_session);
+        let route = self.children.route(wire_session);
         let caller = self.rules.caller(update).unwrap_or_default();
         let parent = route.nesting_parent.or_else(|| {
             let wire_id = caller.parent?;

@@ -17,17 +17,17 @@ const MAX_SETTLED_TOOL_CALLS: usize = 1024;
 /// Unfinished subagent rows are never evicted.
 const MAX_SETTLED_SUBAGENTS: usize = 256;
 /// Tool calls that linked a child session before it was announced.
-pub(super) const MAX_PENDING_LINKS: usize = 1024;
+pub(crate) const MAX_PENDING_LINKS: usize = 1024;
 
 /// A tool call as the wire names it: (wire session, wire tool call id).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct WireKey {
+pub(crate) struct WireKey {
     pub session: String,
     pub tool_call_id: String,
 }
 
 impl WireKey {
-    pub(super) fn new(session: &str, tool_call_id: &str) -> Self {
+    pub(crate) fn new(session: &str, tool_call_id: &str) -> Self {
         Self {
             session: session.to_owned(),
             tool_call_id: tool_call_id.to_owned(),
@@ -37,14 +37,14 @@ impl WireKey {
 
 /// A recognised subagent: its dialect and cumulative payload.
 #[derive(Debug)]
-pub(super) struct Subagent {
+pub(crate) struct Subagent {
     pub dialect: Dialect,
     pub task: SubagentTask,
 }
 
 /// Eviction classes; open subagent rows belong to none (never evicted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Class {
+pub(crate) enum Class {
     OpenTool,
     SettledTool,
     SettledSubagent,
@@ -70,7 +70,7 @@ impl Class {
 
 /// The accumulator entry for one row.
 #[derive(Debug)]
-pub(super) struct ToolEntry {
+pub(crate) struct ToolEntry {
     pub id: String,
     pub wire: WireKey,
     /// Creation order, for deterministic choices among several candidates.
@@ -89,7 +89,7 @@ pub(super) struct ToolEntry {
 }
 
 impl ToolEntry {
-    pub(super) fn new(id: String, wire: WireKey) -> Self {
+    pub(crate) fn new(id: String, wire: WireKey) -> Self {
         Self {
             id,
             wire,
@@ -105,14 +105,14 @@ impl ToolEntry {
         }
     }
 
-    pub(super) fn is_terminal(&self) -> bool {
+    pub(crate) fn is_terminal(&self) -> bool {
         self.last_status
             .as_deref()
             .is_some_and(is_terminal_tool_status)
     }
 
     /// A terminal status is never replaced (mirrors the store's settlement rule).
-    pub(super) fn record_status(&mut self, status: Option<&str>) {
+    pub(crate) fn record_status(&mut self, status: Option<&str>) {
         if let Some(status) = status
             && !self.is_terminal()
         {
@@ -120,24 +120,12 @@ impl ToolEntry {
         }
     }
 
-    pub(super) fn dialect(&self) -> Option<Dialect> {
+    pub(crate) fn dialect(&self) -> Option<Dialect> {
         self.subagent.as_ref().map(|s| s.dialect)
     }
 
-    pub(super) fn codex_child(&self) -> Option<&str> {
-        let subagent = self.subagent.as_ref()?;
-        if subagent.dialect != Dialect::Codex {
-            return None;
-        }
-        subagent.task.child_session_id.as_deref()
-    }
-
-    pub(super) fn is_codex_card(&self) -> bool {
-        self.dialect() == Some(Dialect::Codex)
-    }
-
     /// The event for this row after a change.
-    pub(super) fn frame(
+    pub(crate) fn frame(
         &self,
         row_session: &str,
         tool_status: Option<&str>,
@@ -164,53 +152,54 @@ impl ToolEntry {
 
 /// All rows of one (top-level) session.
 #[derive(Debug, Default)]
-pub(super) struct RowSession {
+pub(crate) struct RowSession {
     pub entries: HashMap<String, ToolEntry>,
-    /// Wire key -> emitted ids, oldest first; the last one is current. Several only for
-    /// a Codex wire id reused with different children.
+    /// Wire key -> emitted ids, oldest first; the last one is current. Several when a
+    /// dialect's state gave a reused wire id a new row.
     pub by_wire: HashMap<WireKey, Vec<String>>,
     /// Eviction queues by [`Class::index`]: order of entering the class -> id.
     queues: [BTreeMap<u64, String>; 3],
-    /// Wire ids of Codex lifecycle calls folded into another row.
-    pub codex_aliases: HashMap<WireKey, String>,
     /// Child session -> tool call that linked it before it was announced.
     pub pending_links: HashMap<String, String>,
 }
 
 impl RowSession {
     /// The current emitted id of a wire key.
-    pub(super) fn current(&self, key: &WireKey) -> Option<&str> {
+    pub(crate) fn current(&self, key: &WireKey) -> Option<&str> {
         self.by_wire.get(key)?.last().map(String::as_str)
     }
 
     /// The title the current row of a wire key has accumulated.
-    pub(super) fn current_title(&self, key: &WireKey) -> Option<String> {
+    pub(crate) fn current_title(&self, key: &WireKey) -> Option<String> {
         self.entries.get(self.current(key)?)?.title.clone()
     }
 
     /// The emitted id for a wire id of the same wire session (parent references).
-    pub(super) fn emitted_for(&self, wire_session: &str, wire_id: &str) -> String {
+    pub(crate) fn emitted_for(&self, wire_session: &str, wire_id: &str) -> String {
         self.current(&WireKey::new(wire_session, wire_id))
             .unwrap_or(wire_id)
             .to_owned()
     }
 
-    /// The wire id when free in this session, else a collision-free derivation.
-    pub(super) fn allocate_id(
+    /// The wire id when free in this session, else a collision-free derivation: tagged
+    /// with `(tag, value)` when a dialect's state names what tells the rows apart (a
+    /// reused wire id's other child), else with the wire session when it is not the row
+    /// session (a child's call), else `~dup`.
+    pub(crate) fn allocate_id(
         &self,
         key: &WireKey,
         row_session: &str,
-        codex_child: Option<&str>,
+        tagged: Option<(&str, &str)>,
     ) -> String {
         let base = &key.tool_call_id;
         if !self.entries.contains_key(base) {
             return base.clone();
         }
-        let stem = match codex_child {
-            Some(child) => format!(
-                "{base}~codex-subagent~{}-{}",
-                child.len(),
-                base64url(child.as_bytes())
+        let stem = match tagged {
+            Some((tag, value)) => format!(
+                "{base}~{tag}~{}-{}",
+                value.len(),
+                base64url(value.as_bytes())
             ),
             None if key.session != row_session => format!(
                 "{base}~session~{}-{}",
@@ -233,7 +222,7 @@ impl RowSession {
         }
     }
 
-    pub(super) fn insert_entry(
+    pub(crate) fn insert_entry(
         &mut self,
         mut entry: ToolEntry,
         index_by_wire: bool,
@@ -268,7 +257,7 @@ impl RowSession {
     }
 
     /// Moves an entry to its eviction class and enforces the caps.
-    pub(super) fn reclassify(&mut self, id: &str, seq: &mut u64) {
+    pub(crate) fn reclassify(&mut self, id: &str, seq: &mut u64) {
         let Some(entry) = self.entries.get_mut(id) else {
             return;
         };
@@ -301,16 +290,8 @@ impl RowSession {
         }
     }
 
-    /// The oldest Codex card of a child thread.
-    pub(super) fn codex_card_for_child(&self, child: &str) -> Option<&ToolEntry> {
-        self.entries
-            .values()
-            .filter(|entry| entry.codex_child() == Some(child))
-            .min_by_key(|entry| entry.created)
-    }
-
     /// The newest subagent row of a child session (its current work cycle).
-    pub(super) fn subagent_for_child(&self, child: &str) -> Option<&str> {
+    pub(crate) fn subagent_for_child(&self, child: &str) -> Option<&str> {
         self.entries
             .values()
             .filter(|entry| {
@@ -324,7 +305,7 @@ impl RowSession {
     }
 
     /// The newest row of `dialect` a row signal names.
-    pub(super) fn signalled_row(
+    pub(crate) fn signalled_row(
         &self,
         dialect: Dialect,
         matches: impl Fn(&ToolEntry) -> bool,

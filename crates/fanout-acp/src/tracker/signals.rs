@@ -1,11 +1,11 @@
 //! Row signals: session updates other than tool calls that move the agent status of an
-//! existing row, never creating one (Qwen's `_meta.backgroundTask` end of a background
-//! child, Claude's peer hand-back `usage_update` without the subagents capability).
+//! existing row of the dialect that reads them, never creating one (a background child's
+//! end reported in a message chunk or a usage update; see each dialect's `row_signal`).
 
 use serde_json::Value;
 
 use super::Tracker;
-use crate::dialect::{Dialect, RowRef};
+use crate::dialect::RowRef;
 use crate::event::{FrameOrigin, IgnoredReason, TrackerEvent};
 use crate::jsonrpc::Direction;
 
@@ -21,7 +21,7 @@ impl Tracker {
         if signals.is_empty() {
             return;
         }
-        let route = self.route(wire_session);
+        let route = self.children.route(wire_session);
         for (dialect, signal) in signals {
             let row = self.rows.get_mut(&route.row_session);
             let id = row.as_ref().and_then(|row| match &signal.row {
@@ -37,11 +37,11 @@ impl Tracker {
                 }),
             });
             let (Some(row), Some(id)) = (row, id) else {
-                // With the subagents capability Claude's hand-back names a child session,
-                // whose own work cycle reports its end: nothing to do, nothing wrong.
-                let is_child =
-                    matches!(&signal.row, RowRef::AgentId(agent) if self.native.is_child(agent));
-                if !(dialect == Dialect::Claude && is_child) {
+                // An agent id that is a child session's (an agent speaking ACP's subagent
+                // sessions): that child's own work cycle reports its end, nothing wrong.
+                let is_child = matches!(&signal.row,
+                    RowRef::AgentId(agent) if self.children.is_child(agent));
+                if !is_child {
                     out.push(TrackerEvent::Ignored {
                         direction: Direction::AgentToClient,
                         reason: IgnoredReason::SignalForUnknownRow,

@@ -1,14 +1,14 @@
-//! The tool-call path: one `tool_call` / `tool_call_update` through resolve (which row),
-//! recognise (on the launch), enrich (by the row's own dialect), link (child sessions) and
-//! emit (the [`ToolFrame`] after the frame).
+//! The tool-call path: one `tool_call` / `tool_call_update` through plan (the dialect
+//! states: which row, whether it may be recognised, or applied already), resolve (which
+//! row), recognise (on the launch), enrich (by the row's own dialect, then the states),
+//! link (child sessions) and emit (the [`ToolFrame`] after the frame).
 
 use serde_json::Value;
 
-use super::cursor::ParkedCursorTask;
-use super::native::ChildLink;
+use super::Tracker;
+use super::children::{ChildLink, Route};
 use super::rows::{MAX_PENDING_LINKS, RowSession, Subagent, ToolEntry, WireKey};
-use super::{Route, Tracker};
-use crate::dialect::codex::{self, CodexSignal};
+use crate::dialect::state::{FramePlan, Recognition, States, Target};
 use crate::dialect::{self, Dialect, Rules};
 use crate::event::{FrameOrigin, IgnoredReason, ToolFrame, TrackerEvent};
 use crate::frame::FrameView;
@@ -16,23 +16,29 @@ use crate::jsonrpc::Direction;
 use crate::metadata::is_terminal_tool_status;
 use crate::subagent::SubagentTask;
 
-/// Per-frame context handed to the row session.
-pub(super) struct FrameCtx<'a> {
+/// One keyed tool frame on its way through the tracker, as the dialect states see it.
+pub(crate) struct FrameCtx<'a> {
+    /// The session its rows belong to.
     pub row_session: &'a str,
     /// The child's current row, when the frame is a child session's traffic.
     pub nesting_parent: Option<&'a str>,
+    /// Its (wire session, wire tool call id).
     pub key: &'a WireKey,
     pub view: &'a FrameView<'a>,
+    /// A `tool_call` (else a `tool_call_update`).
     pub is_call: bool,
     pub rules: Rules,
+    /// The tracker's sequence counter (creation order).
     pub seq: &'a mut u64,
+    /// The events of the line.
     pub out: &'a mut Vec<TrackerEvent>,
     /// Children this frame made a row the owner of: (child session, row id).
     pub new_children: Vec<(String, String)>,
 }
 
 impl FrameCtx<'_> {
-    pub(super) fn ignore(&mut self, reason: IgnoredReason) {
+    /// Reports that the frame was passed over, and why.
+    pub(crate) fn ignore(&mut self, reason: IgnoredReason) {
         self.out.push(TrackerEvent::Ignored {
             direction: Direction::AgentToClient,
             reason,
@@ -46,16 +52,6 @@ impl FrameCtx<'_> {
             FrameOrigin::ToolCallUpdate
         }
     }
-}
-
-/// The row a frame goes to.
-pub(super) enum Target {
-    /// The entry for the wire key, created if needed.
-    Wire,
-    /// An existing entry, made a Codex card.
-    Card(String),
-    /// A new Codex card.
-    NewCard(String),
 }
 
 /// A session link of a frame, with what the tracker knew about the child beforehand.
@@ -81,15 +77,9 @@ impl Tracker {
                 return;
             }
         };
-        let route = self.route(wire_session);
+        let route = self.children.route(wire_session);
         let links = self.links(wire_session, &route, &view);
-        let parked = if is_call {
-            self.cursor.take(wire_session, wire_id)
-        } else {
-            None
-        };
         let key = WireKey::new(wire_session, wire_id);
-        let signal = self.codex_signal(&route, &key, &view, is_call);
         let row = self.rows.entry(route.row_session.clone()).or_default();
         let mut ctx = FrameCtx {
             row_session: &route.row_session,
@@ -102,22 +92,33 @@ impl Tracker {
             out,
             new_children: Vec::new(),
         };
-        row.apply_tool(&mut ctx, signal, parked, &links);
-        let new_children = ctx.new_children;
-        for (child, row_id) in new_children {
-            self.register_owned_child(child, wire_session, &route.row_session, row_id);
+        let mut plan = FramePlan::default();
+        for state in self.states.active(self.rules) {
+            state.plan(row, &mut ctx, &mut plan);
+        }
+        if plan.target == Target::Handled {
+            return;
+        }
+        row.apply_frame(&mut ctx, plan, &mut self.states, &links);
+        for state in self.states.active(self.rules) {
+            state.after(row, &mut ctx);
+        }
+        for (child, row_id) in ctx.new_children {
+            self.children.register_owned(
+                &child,
+                wire_session,
+                &route.row_session,
+                row_id,
+                &self.opened,
+            );
         }
     }
 
-    /// The child sessions a frame links (fanout's `childSessionId`, session content).
+    /// The child sessions a frame links (a dialect's own child field, session content).
     fn links(&self, wire_session: &str, route: &Route, view: &FrameView<'_>) -> Vec<LinkTarget> {
-        let fanout_child = dialect::fanout_child(view);
+        let own_child = self.rules.child_session(view);
         let mut children: Vec<&str> = Vec::new();
-        for child in fanout_child
-            .as_deref()
-            .into_iter()
-            .chain(view.session_links())
-        {
+        for child in own_child.as_deref().into_iter().chain(view.session_links()) {
             if !children.contains(&child) && child != wire_session && child != route.row_session {
                 children.push(child);
             }
@@ -126,74 +127,24 @@ impl Tracker {
             .into_iter()
             .map(|child| LinkTarget {
                 child: child.to_owned(),
-                owner: self.native.link(child),
+                owner: self.children.link(child).cloned(),
             })
             .collect()
-    }
-
-    /// What the frame says in Codex terms, when Codex may be speaking. codex-acp 2.x titles
-    /// only the launch (`spawnAgent`, `wait`, …); its completing update carries the child
-    /// thread, model and agentsStates without a title, so parsing sees the title the call
-    /// already has.
-    fn codex_signal(
-        &self,
-        route: &Route,
-        key: &WireKey,
-        view: &FrameView<'_>,
-        is_call: bool,
-    ) -> Option<CodexSignal> {
-        if !self.rules.is_active(Dialect::Codex) {
-            return None;
-        }
-        let known_title = if view.title.is_none() && !is_call {
-            self.rows
-                .get(&route.row_session)
-                .and_then(|row| row.current_title(key))
-        } else {
-            None
-        };
-        codex::parse(&FrameView {
-            title: view.title.or(known_title.as_deref()),
-            ..*view
-        })
     }
 }
 
 impl RowSession {
-    fn apply_tool(
-        &mut self,
-        ctx: &mut FrameCtx<'_>,
-        signal: Option<CodexSignal>,
-        parked: Option<ParkedCursorTask>,
-        links: &[LinkTarget],
-    ) {
-        let (controls, codex) = match signal {
-            Some(CodexSignal::Control(states)) => (Some(states), None),
-            other => (None, other),
-        };
-        let Some(target) = self.codex_target(ctx, codex.as_ref()) else {
-            return;
-        };
-        let may_recognise = controls.is_none();
-        self.apply_frame(ctx, target, codex.as_ref(), may_recognise, parked, links);
-        if let Some(states) = controls {
-            self.apply_codex_states(ctx, &states);
-        }
-    }
-
     /// Resolve, recognise, enrich, link, emit.
     fn apply_frame(
         &mut self,
         ctx: &mut FrameCtx<'_>,
-        target: Target,
-        codex: Option<&CodexSignal>,
-        may_recognise: bool,
-        parked: Option<ParkedCursorTask>,
+        plan: FramePlan,
+        states: &mut States,
         links: &[LinkTarget],
     ) {
-        let (id, is_new, as_card) = self.resolve(ctx, target);
+        let (id, is_new) = self.resolve(ctx, plan.target);
         // Lookups that need the whole session, before borrowing the entry.
-        let parent = self.frame_parent(ctx, codex, &id);
+        let parent = self.frame_parent(ctx, plan.parent, &id);
         let owned_link = self.owned_link(ctx, links, &id);
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
@@ -208,17 +159,13 @@ impl RowSession {
         if entry.parent.is_none() {
             entry.parent = parent;
         }
-        if may_recognise && (ctx.is_call || is_new) {
-            recognise(entry, ctx, as_card, owned_link.as_deref());
+        if plan.recognition != Recognition::Never && (ctx.is_call || is_new) {
+            recognise(entry, ctx, plan.recognition, owned_link.as_deref());
         }
         if let Some(subagent) = entry.subagent.as_mut() {
-            // The frame's own inputs win over a side request's (both only fill).
             dialect::enrich(&mut subagent.task, subagent.dialect, view);
-            if let Some(parked) = &parked {
-                parked.apply(&mut subagent.task);
-            }
-            if let Some(signal) = codex {
-                codex::enrich_from_signal(&mut subagent.task, signal, ctx.is_call);
+            for state in states.active(ctx.rules) {
+                state.enrich(subagent, ctx);
             }
         }
         let status = frame_status(view, ctx.is_call, entry.dialect());
@@ -243,41 +190,34 @@ impl RowSession {
         self.reclassify(&id, ctx.seq);
     }
 
-    /// The row id of a frame's target, whether it is new, and whether it is a Codex card.
-    fn resolve(&mut self, ctx: &mut FrameCtx<'_>, target: Target) -> (String, bool, bool) {
-        match target {
-            Target::Card(id) => (id, false, true),
-            Target::NewCard(id) => {
-                let entry = ToolEntry::new(id.clone(), ctx.key.clone());
-                self.insert_entry(entry, true, ctx.seq);
-                (id, true, true)
-            }
-            Target::Wire => match self.current(ctx.key) {
-                Some(id) => (id.to_owned(), false, false),
-                None => {
-                    let id = self.allocate_id(ctx.key, ctx.row_session, None);
-                    let entry = ToolEntry::new(id.clone(), ctx.key.clone());
-                    self.insert_entry(entry, true, ctx.seq);
-                    (id, true, false)
-                }
-            },
+    /// The row id of a frame's target and whether the frame is its first.
+    fn resolve(&mut self, ctx: &mut FrameCtx<'_>, target: Target) -> (String, bool) {
+        if let Target::Row { id, created } = target {
+            return (id, created);
         }
+        if let Some(id) = self.current(ctx.key) {
+            return (id.to_owned(), false);
+        }
+        let id = self.allocate_id(ctx.key, ctx.row_session, None);
+        let entry = ToolEntry::new(id.clone(), ctx.key.clone());
+        self.insert_entry(entry, true, ctx.seq);
+        (id, true)
     }
 
     /// A frame's parent: a child session's traffic belongs under the child's current row
-    /// (DESIGN 3.6, whatever else it names); else a nested Codex spawn's sender thread,
-    /// else the parent tool call the dialect reads (Claude `parentToolUseId`, Qwen
-    /// `parentToolCallId`), as emitted in this session.
+    /// (DESIGN 3.6, whatever else it names); else the parent a dialect's state knows
+    /// (another row it correlated), else the parent tool call the rules read, as emitted
+    /// in this session. Never the row itself.
     fn frame_parent(
         &self,
         ctx: &FrameCtx<'_>,
-        codex: Option<&CodexSignal>,
+        planned: Option<String>,
         id: &str,
     ) -> Option<String> {
         if let Some(nesting) = ctx.nesting_parent {
             return Some(nesting.to_owned());
         }
-        self.codex_parent(codex, id).or_else(|| {
+        planned.filter(|parent| parent != id).or_else(|| {
             ctx.rules
                 .parent(ctx.view)
                 .map(|parent| self.emitted_for(&ctx.key.session, parent))
@@ -335,15 +275,20 @@ impl RowSession {
     }
 }
 
-/// Recognition: on the launch frame only (and for Codex cards, by correlation). A
+/// Recognition: on the launch frame only (or as a dialect's state correlated it). A
 /// recognised call linking a child that already has its row enriches that row instead.
-fn recognise(entry: &mut ToolEntry, ctx: &FrameCtx<'_>, as_card: bool, owned_link: Option<&str>) {
+fn recognise(
+    entry: &mut ToolEntry,
+    ctx: &FrameCtx<'_>,
+    recognition: Recognition,
+    owned_link: Option<&str>,
+) {
     if entry.subagent.is_some() || entry.merges_into_child.is_some() {
         return;
     }
-    if as_card {
+    if let Recognition::As(dialect) = recognition {
         entry.subagent = Some(Subagent {
-            dialect: Dialect::Codex,
+            dialect,
             task: SubagentTask::default(),
         });
         return;
@@ -391,7 +336,7 @@ fn link(entry: &mut ToolEntry, ctx: &mut FrameCtx<'_>, links: &[LinkTarget]) -> 
 
 /// DESIGN 3.4: explicit status verbatim; a `tool_call`, or a status-less update carrying
 /// title/rawInput/content/locations, is `in_progress`; a subagent's dispatch by its
-/// dialect (Claude's `async_launched`) is `completed`.
+/// dialect's rule (a status-less background dispatch) is `completed`.
 pub(super) fn frame_status(
     view: &FrameView<'_>,
     is_call: bool,

@@ -97,7 +97,8 @@ pub async fn load_view(store: &SqlStore, id: &str, prices: &PriceTable) -> Resul
     Ok(session_view(session, turns, rows, &cells, prices))
 }
 
-/// Which harness a session came from: its ledger's source, else its agent command.
+/// Which harness a session came from: its ledger's source, else the dialect its agent
+/// command names, else the command's program.
 pub fn harness(session: &SessionRow) -> String {
     match session.usage_source.as_deref() {
         Some("claude-log") => return "claude".to_owned(),
@@ -107,16 +108,9 @@ pub fn harness(session: &SessionRow) -> String {
     let Some(command) = session.agent_command.as_deref() else {
         return "unknown".to_owned();
     };
-    let lower = command.to_lowercase();
-    for known in [
-        "claude", "codex", "opencode", "gemini", "qwen", "auggie", "cursor", "copilot",
-    ] {
-        if lower.contains(known) {
-            return known.to_owned();
-        }
-    }
-    if lower.contains("fanout") && lower.contains("agent") {
-        return "fanout".to_owned();
+    // The dialect registry names the agents (fanout's own only when no other is named).
+    if let Some(dialect) = fanout_acp::Dialect::for_agent_command(command) {
+        return dialect.name().to_owned();
     }
     let first = command.split_whitespace().next().unwrap_or(command);
     clean(first.rsplit('/').next().unwrap_or(first))

@@ -354,7 +354,7 @@ fn tool_frame(
         last_tool_status: known.last_status.clone(),
         is_new,
         subagent: known.subagent.clone(),
-        dialect: known.subagent.as_ref().map(|_| Dialect::Claude),
+        dialect: known.subagent.as_ref().and(Dialect::named("claude")),
         origin,
     }
 }

@@ -573,7 +573,7 @@ fn frame(
         last_tool_status: known.last_status.clone(),
         is_new,
         subagent: known.subagent.clone(),
-        dialect: known.subagent.as_ref().map(|_| Dialect::Codex),
+        dialect: known.subagent.as_ref().and(Dialect::named("codex")),
         origin,
     }
 }

@@ -2,8 +2,8 @@
 //! `subagent_update` (or its August 2026 draft names `subagent_spawned` /
 //! `subagent_state_update`) and one `session_message` / `session_message_chunk` say,
 //! read leniently, and how the update's `title` and `description` map onto a row per
-//! agent ([`NativeFields`]). The work cycles and the message bookkeeping are state, in
-//! `tracker/native.rs`.
+//! agent ([`NativeFields`], which each agent's dialect gives). The work cycles and the
+//! message bookkeeping are this protocol's state on a connection, in `sessions.rs`.
 //!
 //! Why not the official `agent-client-protocol-schema` types (1.20.0 has `SubagentUpdate`
 //! with `MaybeUndefined` patch fields in v1): that crate turns on `serde_json`'s
@@ -15,9 +15,12 @@
 //! `MaybeUndefined` (absent = unchanged, `null` = cleared, a value replaces), and a field
 //! of the wrong type reads as unchanged, as its `DefaultOnError` fields do.
 
+mod sessions;
+
 use serde_json::Value;
 
-use super::NativeFields;
+pub(crate) use sessions::NativeSessions;
+
 use crate::frame::content_text;
 use crate::json::text;
 use crate::subagent::SubagentTask;
@@ -190,18 +193,55 @@ impl NativeMeta {
             Some(value) => value.clone_into(slot),
             None => slot.clear(),
         };
-        match fields {
-            NativeFields::Protocol => set(
-                &mut task.description,
-                self.description.as_ref().or(self.title.as_ref()),
-            ),
-            NativeFields::Codex => set(&mut task.description, self.description.as_ref()),
-            NativeFields::Claude => {
-                set(&mut task.description, self.title.as_ref());
-                set(&mut task.subagent_type, self.description.as_ref());
-                task.agent_id = Some(child.to_owned());
-            }
+        let field = |field: NativeField| match field {
+            NativeField::Title => self.title.as_ref(),
+            NativeField::Description => self.description.as_ref(),
+        };
+        set(
+            &mut task.description,
+            fields.description.iter().find_map(|f| field(*f)),
+        );
+        if let Some(source) = fields.subagent_type {
+            set(&mut task.subagent_type, field(source));
         }
+        if fields.child_is_agent_id {
+            task.agent_id = Some(child.to_owned());
+        }
+    }
+}
+
+/// How a `subagent_update`'s `title` and `description` map onto the row, for the agent
+/// on the connection (its dialect's [`native_fields`](super::DialectRules::native_fields)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NativeFields {
+    /// The update fields the row's description is read from, the first present wins.
+    pub description: &'static [NativeField],
+    /// The update field the row's subagent type is read from, if any.
+    pub subagent_type: Option<NativeField>,
+    /// The child session id is also the row's agent id.
+    pub child_is_agent_id: bool,
+}
+
+/// A display field of a subagent update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeField {
+    Title,
+    Description,
+}
+
+impl NativeFields {
+    /// The protocol's meaning: `description` -> description, `title` -> description only
+    /// when there is no description.
+    pub(crate) const PROTOCOL: Self = Self {
+        description: &[NativeField::Description, NativeField::Title],
+        subagent_type: None,
+        child_is_agent_id: false,
+    };
+
+    /// Whether the update's `description` is the row's description (so a patch of it
+    /// patches a tool call that owns the child).
+    pub(crate) fn description_is_description(self) -> bool {
+        self.description.first() == Some(&NativeField::Description)
     }
 }
 
@@ -347,6 +387,8 @@ mod tests {
         assert_eq!(state(None).settled_status(), "completed");
     }
 
+    /// The mapping as data: the protocol's, and one as claude-agent-acp's (title ->
+    /// description, description -> type, the child is the agent id).
     #[test]
     fn fields_map_per_agent() {
         let meta = NativeMeta {
@@ -358,31 +400,32 @@ mod tests {
             meta.apply_to(&mut task, fields, "kid");
             (task.description, task.subagent_type, task.agent_id)
         };
+        let swapped = NativeFields {
+            description: &[NativeField::Title],
+            subagent_type: Some(NativeField::Description),
+            child_is_agent_id: true,
+        };
         assert_eq!(
-            mapped(NativeFields::Claude),
+            mapped(swapped),
             (
                 "Read hello.txt".into(),
                 "general-purpose".into(),
                 Some("kid".into())
             )
         );
+        assert!(!swapped.description_is_description());
         assert_eq!(
-            mapped(NativeFields::Protocol),
+            mapped(NativeFields::PROTOCOL),
             ("general-purpose".into(), String::new(), None)
         );
-        assert_eq!(
-            mapped(NativeFields::Codex),
-            ("general-purpose".into(), String::new(), None)
-        );
+        assert!(NativeFields::PROTOCOL.description_is_description());
         let title_only = NativeMeta {
             title: Some("Read hello".into()),
             description: None,
         };
         let mut task = SubagentTask::default();
-        title_only.apply_to(&mut task, NativeFields::Protocol, "kid");
+        title_only.apply_to(&mut task, NativeFields::PROTOCOL, "kid");
         assert_eq!(task.description, "Read hello");
-        title_only.apply_to(&mut task, NativeFields::Codex, "kid");
-        assert_eq!(task.description, "");
     }
 
     #[test]

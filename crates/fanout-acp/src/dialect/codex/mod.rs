@@ -1,13 +1,15 @@
 //! codex-acp (`@agentclientprotocol/codex-acp` 1.x with `_meta.codex.*`, and 2.x, which
 //! sends the same shapes without `_meta`; DESIGN 3.3). What one frame says in Codex terms
 //! ([`CodexSignal`]) and how it fills a payload; the correlation of frames across wire ids
-//! (a lifecycle frame on another id, a control's agent states) is the tracker's Codex
-//! state (`tracker/codex.rs`). With `clientCapabilities.subagents` codex-acp 2.x speaks
-//! ACP's own subagent sessions instead, with [`NativeFields::Codex`].
+//! (a lifecycle frame on another id, a control's agent states) is Codex's state on a
+//! connection (`cards.rs`). With `clientCapabilities.subagents` codex-acp 2.x speaks
+//! ACP's own subagent sessions instead, with [`NATIVE_FIELDS`].
+
+mod cards;
 
 use serde_json::{Map, Value};
 
-use super::{Dialect, DialectRules, NativeFields};
+use super::{Dialect, DialectRules, DialectState, NativeField, NativeFields};
 use crate::frame::FrameView;
 use crate::json::{first_text, object_at, text, text_at};
 use crate::subagent::{SubagentInputs, SubagentTask};
@@ -15,8 +17,8 @@ use crate::subagent::{SubagentInputs, SubagentTask};
 pub(crate) struct Codex;
 
 impl DialectRules for Codex {
-    fn dialect(&self) -> Dialect {
-        Dialect::Codex
+    fn name(&self) -> &'static str {
+        "codex"
     }
 
     fn agent_names(&self) -> &'static [&'static str] {
@@ -27,8 +29,9 @@ impl DialectRules for Codex {
         ]
     }
 
-    /// A spawn or lifecycle frame. The tracker routes keyed frames through its Codex
-    /// state before any other rule runs; this serves frames it cannot key.
+    /// A spawn or lifecycle frame. Keyed frames go through Codex's state first
+    /// ([`cards::CodexCards`], which claims cards before the launch signals run); this
+    /// serves the rest and frames it cannot key.
     fn is_launch(&self, view: &FrameView<'_>) -> bool {
         matches!(
             parse(view),
@@ -41,13 +44,25 @@ impl DialectRules for Codex {
     }
 
     fn native_fields(&self) -> NativeFields {
-        NativeFields::Codex
+        NATIVE_FIELDS
+    }
+
+    fn state(&self, me: Dialect) -> Option<Box<dyn DialectState>> {
+        Some(Box::new(cards::CodexCards::new(me)))
     }
 }
 
+/// codex-acp's subagent sessions: `description` is the task (-> description); `title`
+/// maps to nothing.
+const NATIVE_FIELDS: NativeFields = NativeFields {
+    description: &[NativeField::Description],
+    subagent_type: None,
+    child_is_agent_id: false,
+};
+
 /// Codex fields into a payload. `rank_merge`: on `tool_call` frames the agent status only
 /// moves up; on updates it is replaced.
-pub(crate) fn enrich_from_signal(task: &mut SubagentTask, signal: &CodexSignal, rank_merge: bool) {
+fn enrich_from_signal(task: &mut SubagentTask, signal: &CodexSignal, rank_merge: bool) {
     match signal {
         CodexSignal::Spawn(spawn) => {
             // DESIGN 3.3: the prompt is the description, falling back to the message.
@@ -80,7 +95,7 @@ pub(crate) fn enrich_from_signal(task: &mut SubagentTask, signal: &CodexSignal, 
 }
 
 /// An agent status from Codex; with `rank_merge` it never moves down.
-pub(crate) fn merge_status(task: &mut SubagentTask, status: Option<&str>, rank_merge: bool) {
+fn merge_status(task: &mut SubagentTask, status: Option<&str>, rank_merge: bool) {
     let Some(status) = status.filter(|s| !s.is_empty()) else {
         return;
     };
@@ -119,7 +134,7 @@ const CONTROLS: [&str; 3] = ["interact", "wait", "close"];
 
 /// What a frame says in Codex terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CodexSignal {
+enum CodexSignal {
     Spawn(CodexSpawn),
     Lifecycle(CodexLifecycle),
     /// `interact` / `wait` / `close`: never a row; `(child thread, agent status)` pairs.
@@ -128,34 +143,34 @@ pub(crate) enum CodexSignal {
 
 /// A `spawnAgent` frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct CodexSpawn {
-    pub child: Option<String>,
-    pub sender: Option<String>,
-    pub prompt: Option<String>,
+struct CodexSpawn {
+    child: Option<String>,
+    sender: Option<String>,
+    prompt: Option<String>,
     /// `agentsStates[child].message`.
-    pub message: Option<String>,
-    pub model: Option<String>,
+    message: Option<String>,
+    model: Option<String>,
     /// `agentsStates[child].status`, else `rawInput.status`.
-    pub status: Option<String>,
+    status: Option<String>,
 }
 
 /// A v2 lifecycle frame (`Start subagent <name>` / `Complete subagent <name>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CodexLifecycle {
-    pub child: Option<String>,
+struct CodexLifecycle {
+    child: Option<String>,
     /// Basename of the agent path: both type and description.
-    pub name: Option<String>,
-    pub activity: String,
+    name: Option<String>,
+    activity: String,
 }
 
 impl CodexLifecycle {
-    pub(crate) fn is_terminal(&self) -> bool {
+    fn is_terminal(&self) -> bool {
         self.activity != "started"
     }
 }
 
 /// Recognises a Codex frame; `None` lets the common rules run.
-pub(crate) fn parse(view: &FrameView<'_>) -> Option<CodexSignal> {
+fn parse(view: &FrameView<'_>) -> Option<CodexSignal> {
     let raw = view.raw_input;
     let codex = view.meta.and_then(|meta| meta.get("codex"));
     if let Some(collaboration) = codex.and_then(|c| object_at(c, "collaboration")) {
@@ -417,5 +432,25 @@ mod tests {
         assert!(status_rank("running") < status_rank("completed"));
         assert_eq!(status_rank("notFound"), 3);
         assert_eq!(status_rank("whatever"), 2);
+    }
+
+    /// With the subagents capability: `description` -> description, `title` -> nothing.
+    #[test]
+    fn subagent_session_fields() {
+        let mapped = |title: Option<&str>, description: Option<&str>| {
+            let meta = crate::dialect::native::NativeMeta {
+                title: title.map(str::to_owned),
+                description: description.map(str::to_owned),
+            };
+            let mut task = SubagentTask::default();
+            meta.apply_to(&mut task, Codex.native_fields(), "kid");
+            (task.description, task.subagent_type, task.agent_id)
+        };
+        assert_eq!(
+            mapped(Some("Read hello.txt"), Some("general-purpose")),
+            ("general-purpose".into(), String::new(), None)
+        );
+        assert_eq!(mapped(Some("Read hello"), None).0, "");
+        assert!(Codex.native_fields().description_is_description());
     }
 }
